@@ -1,0 +1,20 @@
+"""`topic_count_equally_divide`: split between the two middle topic hashes, so each half holds as many topics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner.bundles.bundle_range import BundleRange
+from planner.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+
+NAME = "topic_count_equally_divide"
+
+
+def split_positions(bundle: BundleRange, topics: Sequence[str]) -> list[int]:
+    """No split (empty list) with fewer than two topics loaded in the bundle."""
+    if len(topics) <= 1:
+        return []
+    hashes = sorted(topic_hash(topic) for topic in topics)
+    split_start = hashes[max(len(hashes) // 2 - 1, 0)]
+    split_end = hashes[len(hashes) // 2]
+    return [split_start + (split_end - split_start) // 2]

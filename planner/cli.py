@@ -1,0 +1,241 @@
+"""`pulsar-rebalance`: the planner's capabilities from the command line (stable interface, product.md).
+
+Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from planner.bundles import (
+    flow_or_qps_equally_divide,
+    range_equally_divide,
+    specified_positions_divide,
+    topic_count_equally_divide,
+)
+from planner.bundles.bundle_range import BundleRange
+from planner.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
+from planner.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.bundles.split import can_split
+from planner.config import PulsarConfig, load_config
+from planner.errors import InputError
+from planner.load_manager_shared import remove_expired_recently_unloaded
+from planner.model import parse_json_document, read_load_data
+from planner.shedding.registry import STRATEGIES, shedding_strategy
+
+logger = logging.getLogger("pulsar_rebalance")
+
+EXIT_BAD_INPUT = 2
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{self.prog}: {message}")
+
+
+def _add_config_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Pulsar configuration key (or pulsarVersion); repeatable, wins over --broker-conf",
+    )
+    parser.add_argument("--broker-conf", type=Path, help="read Pulsar keys from a broker.conf file")
+
+
+def _config(args: argparse.Namespace) -> PulsarConfig:
+    return load_config(args.broker_conf, args.settings)
+
+
+def _read_json_file(path: Path, what: str) -> Any:
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+    return parse_json_document(text, what)
+
+
+def _write_json_atomically(path: Path, document: object) -> None:
+    """Write to a temporary file beside `path`, then rename, so a reader never sees half a file."""
+    directory = path.parent if str(path.parent) else Path(".")
+    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{path.name}.", delete=False) as handle:
+        json.dump(document, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        temporary = Path(handle.name)
+    os.replace(temporary, path)
+
+
+def _print_json(document: object) -> None:
+    json.dump(document, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def command_shed(args: argparse.Namespace) -> None:
+    strategy = shedding_strategy(args.strategy)
+    config = _config(args)
+    load_data = read_load_data(args.load_data)
+    if args.now is not None:
+        load_data = remove_expired_recently_unloaded(load_data, args.now, config.shedding_grace_period_millis)
+    state = strategy.load_state(_read_json_file(args.state_in, "strategy state") if args.state_in else None)
+    runs = []
+    for _ in range(args.runs):
+        outcome = strategy.run(load_data, config, state)
+        state = outcome.state
+        runs.append({"unloads": [unload.to_json() for unload in outcome.unloads]})
+        for reason in outcome.reasons:
+            logger.info("%s: %s", strategy.name, reason)
+    if args.state_out:
+        _write_json_atomically(args.state_out, strategy.dump_state(state))
+    _print_json({"runs": runs})
+
+
+def command_split_candidates(args: argparse.Namespace) -> None:
+    config = _config(args)
+    load_data = read_load_data(args.load_data)
+    _print_json({"bundles": find_bundles_to_split(load_data, config)})
+
+
+def _parse_topic(text: str) -> TopicLoad:
+    """`NAME[:msgRate:throughput]`, read from the right because topic names contain `:`."""
+    parts = text.rsplit(":", 2)
+    if len(parts) == 3:
+        try:
+            msg_rate, throughput = float(parts[1]), float(parts[2])
+        except ValueError:
+            return TopicLoad(text)
+        if not (msg_rate >= 0 and throughput >= 0) or msg_rate == float("inf") or throughput == float("inf"):
+            raise InputError(f"invalid --topic {text!r}: msgRate and throughput must be finite and non-negative")
+        return TopicLoad(parts[0], msg_rate, throughput)
+    return TopicLoad(text)
+
+
+def _parse_position(text: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise InputError(f"invalid --position {text!r}: expected an integer (decimal or 0x hex)") from None
+
+
+def command_split_positions(args: argparse.Namespace) -> None:
+    config = _config(args)
+    bundle = BundleRange.parse(args.bundle)
+    algorithm = args.algorithm
+    if algorithm not in config.supported_namespace_bundle_split_algorithms:
+        supported = ", ".join(sorted(config.supported_namespace_bundle_split_algorithms))
+        raise InputError(
+            f"invalid --algorithm {algorithm!r}: not in supportedNamespaceBundleSplitAlgorithms ({supported})"
+        )
+    topics = [_parse_topic(text) for text in args.topics]
+    names = [topic.name for topic in topics]
+    positions: list[int]
+    if not can_split(bundle):
+        positions = []
+    elif algorithm == range_equally_divide.NAME:
+        positions = range_equally_divide.split_positions(bundle)
+    elif algorithm == topic_count_equally_divide.NAME:
+        positions = topic_count_equally_divide.split_positions(bundle, names)
+    elif algorithm == specified_positions_divide.NAME:
+        requested = [_parse_position(text) for text in args.positions]
+        positions = specified_positions_divide.split_positions(bundle, requested, names, force=args.force)
+    else:
+        if config.default_namespace_bundle_split_algorithm != flow_or_qps_equally_divide.NAME:
+            logger.warning(
+                "Pulsar brokers run %s only when defaultNamespaceBundleSplitAlgorithm names it; a REST call fails",
+                flow_or_qps_equally_divide.NAME,
+            )
+        positions = flow_or_qps_equally_divide.split_positions(bundle, topics, config)
+    _print_json({"positions": positions})
+
+
+def _parse_boundaries(text: str) -> list[int]:
+    try:
+        boundaries = [int(part.strip(), 16) for part in text.split(",")]
+        validate_boundaries(boundaries)
+    except ValueError as error:
+        raise InputError(f"invalid --boundaries {text!r}: {error}") from None
+    return boundaries
+
+
+def command_topic_bundle(args: argparse.Namespace) -> None:
+    print(bundle_for_topic(args.topic, _parse_boundaries(args.boundaries)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog="pulsar-rebalance", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log the strategies' reasons to stderr")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+
+    names = ", ".join(strategy.name for strategy in STRATEGIES)
+    shed = commands.add_parser("shed", help="run a shedding strategy on a LoadData file")
+    shed.add_argument("--load-data", type=Path, required=True, help="LoadData JSON (product.md)")
+    shed.add_argument("--strategy", required=True, help=f"{names}, or the Java class name")
+    shed.add_argument("--runs", type=int, default=1, help="consecutive runs on the same input, carrying state")
+    shed.add_argument("--state-in", type=Path, help="strategy state JSON to start from")
+    shed.add_argument("--state-out", type=Path, help="write the strategy state after the last run")
+    shed.add_argument(
+        "--now",
+        type=int,
+        metavar="EPOCH_MILLIS",
+        help="first drop recently-unloaded entries older than the grace period",
+    )
+    _add_config_options(shed)
+    shed.set_defaults(handler=command_shed)
+
+    candidates = commands.add_parser("split-candidates", help="bundles Pulsar's BundleSplitterTask would split")
+    candidates.add_argument("--load-data", type=Path, required=True)
+    _add_config_options(candidates)
+    candidates.set_defaults(handler=command_split_candidates)
+
+    positions = commands.add_parser("split-positions", help="where a split algorithm would cut a bundle")
+    positions.add_argument("--algorithm", required=True)
+    positions.add_argument("--bundle", required=True, metavar="0xLLLLLLLL_0xUUUUUUUU")
+    positions.add_argument("--topic", dest="topics", action="append", default=[], metavar="NAME[:msgRate:throughput]")
+    positions.add_argument("--position", dest="positions", action="append", default=[], metavar="N")
+    positions.add_argument("--force", action="store_true", help="specified positions without the two-topic rule")
+    _add_config_options(positions)
+    positions.set_defaults(handler=command_split_positions)
+
+    topic = commands.add_parser("topic-bundle", help="the bundle range a topic hashes into")
+    topic.add_argument("--boundaries", required=True, help="comma-separated hex boundaries, 0x00000000..0xffffffff")
+    topic.add_argument("topic")
+    topic.set_defaults(handler=command_topic_bundle)
+
+    return parser
+
+
+def _positive_runs(args: argparse.Namespace) -> None:
+    if getattr(args, "runs", 1) < 1:
+        raise InputError(f"invalid --runs {args.runs}: must be at least 1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING,
+            format="%(levelname)s %(message)s",
+            stream=sys.stderr,
+        )
+        _positive_runs(args)
+        args.handler(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

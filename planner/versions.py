@@ -1,0 +1,76 @@
+"""Pulsar release lines whose load-balancing behaviour differs (spec §10), selected by `pulsarVersion`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-.].*)?")
+
+LATEST = "4.2.4"
+OLDEST_SUPPORTED = (3, 0, 0)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class PulsarVersion:
+    major: int
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> PulsarVersion:
+        """`4.2.4`, `3.0` or `latest` (the newest release line this planner knows)."""
+        text = text.strip()
+        if text.lower() in {"latest", ""}:
+            text = LATEST
+        match = _VERSION_PATTERN.fullmatch(text)
+        if match is None:
+            raise ValueError(f"{text!r} is not a Pulsar version like 4.2.4 or 3.0")
+        version = cls(int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
+        if version.as_tuple() < OLDEST_SUPPORTED:
+            raise ValueError(f"Pulsar {text} is not supported; the planner models 3.0.0 and later")
+        return version
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def at_least(self, major: int, minor: int, patch: int = 0) -> bool:
+        return self.as_tuple() >= (major, minor, patch)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    # Behaviour switches, each named after what changed and where (spec §10).
+
+    @property
+    def direct_memory_weight_default(self) -> float:
+        """PR #21168 (3.2.0) took direct memory out of the score by default."""
+        return 0.0 if self.at_least(3, 2) else 1.0
+
+    @property
+    def weighted_overload_check(self) -> bool:
+        """PIP-358 (4.0.0): OverloadShedder, LeastLongTermMessageRate and placement use the weighted score."""
+        return self.at_least(4, 0)
+
+    @property
+    def has_new_bandwidth_weight_keys(self) -> bool:
+        """PIP-357 (4.0.0): `loadBalancerBandwidth*ResourceWeight`, the misspelled keys still read."""
+        return self.at_least(4, 0)
+
+    @property
+    def avg_shedder_truncating_comparator(self) -> bool:
+        """Before PR #24954 (4.2.0) AvgShedder sorted brokers with `(int)(a - b)`."""
+        return not self.at_least(4, 2)
+
+    @property
+    def uniform_shedder_overshoot(self) -> float:
+        """Before PR #21906 (4.1.0) UniformLoadShedder let a bundle exceed the budget by 1000."""
+        return 0.0 if self.at_least(4, 1) else 1000.0
+
+    @property
+    def has_avg_shedder(self) -> bool:
+        """AvgShedder shipped in 3.0.6, 3.2.4, 3.3.1 and every 4.x."""
+        version = self.as_tuple()
+        if version >= (4, 0, 0):
+            return True
+        return (3, 0, 6) <= version < (3, 1, 0) or (3, 2, 4) <= version < (3, 3, 0) or version >= (3, 3, 1)
