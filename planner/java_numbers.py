@@ -17,3 +17,8 @@ def java_int(value: float) -> int:
     if value <= INT_MIN:
         return INT_MIN
     return int(value)
+
+
+def wrap_int32(value: int) -> int:
+    """Java `int` arithmetic: keep the low 32 bits, signed."""
+    return (value + 2**31) % 2**32 - 2**31

@@ -10,11 +10,11 @@ from planner.bundles.bundle_range import namespace_of
 from planner.model import BundleData, LoadData
 
 SYSTEM_NAMESPACE = "pulsar/system"
-# NamespaceService's heartbeat (v1 and v2) and SLA-monitor namespaces, owned by each broker itself.
+# NamespaceService's heartbeat and SLA-monitor namespaces, owned by each broker itself. `[^:]+` may hold
+# slashes, so the heartbeat pattern covers both `pulsar/<host:port>` and `pulsar/<cluster>/<host:port>`.
 _SYSTEM_SERVICE_NAMESPACE_PATTERNS = (
-    re.compile(r"pulsar/[^/]+/[^:]+:\d+"),
-    re.compile(r"pulsar/[^:/]+:\d+"),
-    re.compile(r"sla-monitor/[^/]+/[^:]+:\d+"),
+    re.compile(r"pulsar/[^:]+:[0-9]+"),
+    re.compile(r"sla-monitor/[^/]+/[^:]+:[0-9]+"),
 )
 
 

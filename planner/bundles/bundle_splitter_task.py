@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from planner.bundles.bundle_range import namespace_of
 from planner.config import MIB, PulsarConfig
+from planner.java_numbers import wrap_int32
 from planner.model import LoadData
 
 
@@ -38,7 +39,8 @@ def is_split_worthy(load_data: LoadData, bundle: str, config: PulsarConfig, topi
         topics > config.namespace_bundle_max_topics
         or (max_sessions > 0 and sessions > max_sessions)
         or long_term_rate > config.namespace_bundle_max_msg_rate
-        or long_term_throughput > config.namespace_bundle_max_bandwidth_mbytes * MIB
+        # Pulsar multiplies in 32-bit int: 2048 MB or more wraps around.
+        or long_term_throughput > wrap_int32(config.namespace_bundle_max_bandwidth_mbytes * MIB)
     )
 
 

@@ -13,9 +13,12 @@ NAME = "specified_positions_divide"
 def split_positions(
     bundle: BundleRange, positions: Sequence[int] | None, topics: Sequence[str] = (), *, force: bool = False
 ) -> list[int]:
-    """Positions sorted, outside ones dropped. The REST call (not forced) also needs two loaded topics."""
+    """Positions sorted, outside ones dropped, duplicates kept (as Pulsar does; applying them then fails).
+
+    The REST call (not forced) also needs two loaded topics.
+    """
     if not positions:
         raise InputError(f"{NAME} needs split positions (splitBoundaries) for bundle {bundle}")
     if not force and len(topics) <= 1:
         return []
-    return sorted({position for position in positions if bundle.lower < position < bundle.upper})
+    return sorted(position for position in positions if bundle.lower < position < bundle.upper)

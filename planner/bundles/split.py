@@ -29,8 +29,10 @@ def apply_split(boundaries: Sequence[int], bundle: BundleRange, positions: Seque
         or (boundaries.index(bundle.upper) != boundaries.index(bundle.lower) + 1)
     ):
         raise InputError(f"bundle {bundle} is not a bundle of these boundaries")
-    inside = sorted(set(positions))
+    inside = sorted(positions)
     if any(not bundle.lower < position < bundle.upper for position in inside):
         raise InputError(f"split positions must lie strictly inside {bundle}")
+    if len(set(inside)) != len(inside):
+        raise InputError(f"split positions for {bundle} repeat a position; Pulsar rejects the split")
     at = boundaries.index(bundle.upper)
     return [*boundaries[:at], *inside, *boundaries[at:]]

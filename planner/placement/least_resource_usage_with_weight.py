@@ -38,7 +38,10 @@ def select_broker(
     if not candidates:
         return None, state
     keep = config.history_resource_percentage
-    history = dict(state.broker_avg_resource_usage)
+    # onActiveBrokersChange: the averages of brokers that left are dropped.
+    history = {
+        broker: value for broker, value in state.broker_avg_resource_usage.items() if broker in load_data.brokers
+    }
     total = 0.0
     for broker_id in candidates:
         broker = load_data.brokers.get(broker_id)

@@ -53,7 +53,7 @@ def _update_averages(load_data: LoadData, config: PulsarConfig, history: dict[st
     """Fold this run's usage into `history` (in place) and return the mean over all brokers."""
     keep = config.history_resource_percentage
     total = 0.0
-    for broker_id, broker in load_data.brokers.items():
+    for broker_id, broker in sorted(load_data.brokers.items()):
         usage = broker_usage(broker, config)
         previous = history.get(broker_id)
         history[broker_id] = usage if previous is None else previous * keep + (1 - keep) * usage
@@ -71,12 +71,9 @@ def _throughput_candidates(load_data: LoadData, broker_id: str) -> list[Candidat
 def find_bundles_for_unloading(
     load_data: LoadData, config: PulsarConfig, state: ThresholdShedderState | None = None
 ) -> SheddingOutcome[ThresholdShedderState]:
-    # onActiveBrokersChange: averages of brokers that left are forgotten.
-    history = {
-        broker: value
-        for broker, value in (state or ThresholdShedderState()).broker_avg_resource_usage.items()
-        if broker in load_data.brokers
-    }
+    # Pulsar never drops a departed broker's average (no onActiveBrokersChange override): if the broker
+    # returns, its old average carries on. Departed brokers do not count in the mean.
+    history = dict((state or ThresholdShedderState()).broker_avg_resource_usage)
     threshold = config.broker_threshold_shedder_percentage / 100.0
     min_throughput = config.bundle_unload_min_throughput_threshold * MIB
     average = _update_averages(load_data, config, history)

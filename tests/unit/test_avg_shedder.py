@@ -116,15 +116,22 @@ def test_odd_broker_count_pairs_the_middle_broker_with_itself_and_clears_it():
 
 def test_non_positive_low_threshold_counts_the_self_pair_twice_and_moves_nothing():
     config = PulsarConfig.from_settings({"loadBalancerAvgShedderLowThreshold": "0"})
-    data = load_data({"only:8080": broker(cpu=(50, 100), rate_in=1e6, bundles=[bundle(1)])}, {bundle(1): bundle_data(10)})
+    data = load_data(
+        {"only:8080": broker(cpu=(50, 100), rate_in=1e6, bundles=[bundle(1)])}, {bundle(1): bundle_data(10)}
+    )
     outcome = avg_shedder.find_bundles_for_unloading(data, config, AvgShedderState())
     assert outcome.state.low_hit_count == {"only:8080": 2}
     assert outcome.unloads == ()
 
 
 def test_greedy_first_fit_skips_too_big_bundles_and_never_takes_idle_ones():
-    bundles = {bundle(1): bundle_data(3000, 0), bundle(2): bundle_data(1500, 0), bundle(3): bundle_data(400, 0),
-               bundle(4): bundle_data(200, 0), bundle(5): bundle_data(0, 0)}
+    bundles = {
+        bundle(1): bundle_data(3000, 0),
+        bundle(2): bundle_data(1500, 0),
+        bundle(3): bundle_data(400, 0),
+        bundle(4): bundle_data(200, 0),
+        bundle(5): bundle_data(0, 0),
+    }
     data = load_data(
         {
             "hot:8080": broker(cpu=(90, 100), rate_in=12000, bundles=bundles),
@@ -174,7 +181,9 @@ def test_a_sole_bundle_can_be_selected():
         },
         {bundle(1): bundle_data(1000)},
     )
-    outcome = avg_shedder.find_bundles_for_unloading(data, PulsarConfig(), AvgShedderState(high_hit_count={"hot:8080": 1}))
+    outcome = avg_shedder.find_bundles_for_unloading(
+        data, PulsarConfig(), AvgShedderState(high_hit_count={"hot:8080": 1})
+    )
     assert [unload.bundle for unload in outcome.unloads] == [bundle(1)]
 
 
@@ -192,7 +201,9 @@ def test_recently_unloaded_system_and_unknown_bundles_are_never_selected():
         {name: bundle_data(100) for name in [*ordinary, heartbeat, heartbeat_v2, system]},
         recently_unloaded={bundle(1): 1},
     )
-    outcome = avg_shedder.find_bundles_for_unloading(data, PulsarConfig(), AvgShedderState(high_hit_count={"hot:8080": 1}))
+    outcome = avg_shedder.find_bundles_for_unloading(
+        data, PulsarConfig(), AvgShedderState(high_hit_count={"hot:8080": 1})
+    )
     assert sorted(unload.bundle for unload in outcome.unloads) == [bundle(2), bundle(3)]
 
 

@@ -1,0 +1,117 @@
+"""UniformLoadShedder against spec §3 and vectors V5-V7 (Pulsar's UniformLoadShedderTest)."""
+
+from __future__ import annotations
+
+from planner.config import PulsarConfig
+from planner.shedding import uniform_load_shedder
+from tests.builders import MIB, broker, bundle, bundle_data, load_data
+
+SMALL_TRAFFIC = {
+    "minUnloadMessage": "0",
+    "minUnloadMessageThroughput": "0",
+    "maxUnloadPercentage": "0.5",
+    "maxUnloadBundleNumPerShedding": "-1",
+}
+
+
+def shed(data, settings=None):
+    return uniform_load_shedder.find_bundles_for_unloading(data, PulsarConfig.from_settings(settings or {}))
+
+
+def test_v5_small_message_rate_moves_two_bundles():
+    names = [bundle(i) for i in range(1, 6)]
+    data = load_data(
+        {"broker-1:8080": broker(rate_in=250, rate_out=250, bundles=names), "broker-2:8080": broker()},
+        {name: bundle_data(50, 50) for name in names},
+    )
+    outcome = shed(data, SMALL_TRAFFIC)
+    assert len(outcome.unloads) == 2
+    assert {unload.broker for unload in outcome.unloads} == {"broker-1:8080"}
+    assert all(unload.destination is None for unload in outcome.unloads)
+
+
+def test_v6_small_throughput_moves_two_bundles():
+    names = [bundle(i) for i in range(1, 6)]
+    data = load_data(
+        {"broker-1:8080": broker(throughput_in=5120, throughput_out=5120, bundles=names), "broker-2:8080": broker()},
+        {name: bundle_data(throughput_in=1024, throughput_out=1024) for name in names},
+    )
+    assert len(shed(data, SMALL_TRAFFIC).unloads) == 2
+
+
+def v7_load_data():
+    names = [bundle(i) for i in range(1, 21)]
+    return load_data(
+        {
+            "broker-1:8080": broker(throughput_in=20 * MIB, throughput_out=20 * MIB, bundles=names),
+            "broker2:8080": broker(),
+        },
+        {name: bundle_data(throughput_in=MIB, throughput_out=MIB) for name in names},
+    )
+
+
+def test_v7_per_run_cap_limits_the_bundles():
+    assert len(shed(v7_load_data(), {"maxUnloadBundleNumPerShedding": "2"}).unloads) == 2
+
+
+def test_v7_without_cap_takes_what_fits_the_truncated_budget():
+    # need = int((41943040 - 1) * 0.2) = 8388607: three 2 MiB bundles fit, the fourth does not.
+    assert len(shed(v7_load_data()).unloads) == 3
+
+
+def test_3_0_releases_allow_a_thousand_over_the_budget():
+    names = [bundle(i) for i in range(1, 4)]
+    data = load_data(
+        {"hot:8080": broker(rate_in=11000, bundles=names), "cold:8080": broker(rate_in=1000)},
+        {bundle(1): bundle_data(2000), bundle(2): bundle_data(2500), bundle(3): bundle_data(100)},
+    )
+    # need = int(10000 * 0.2) = 2000: 2500 exceeds it, unless the 3.0.x +1000 slack applies.
+    assert [u.bundle for u in shed(data).unloads] == [bundle(1)]
+    older = shed(data, {"pulsarVersion": "3.0.8"}).unloads
+    assert [u.bundle for u in older] == [bundle(2), bundle(3)]
+
+
+def test_message_rate_criterion_has_priority_and_picks_its_own_broker():
+    data = load_data(
+        {
+            "rate-heavy:8080": broker(rate_in=10000, throughput_in=1 * MIB, bundles=[bundle(1), bundle(2)]),
+            "thr-heavy:8080": broker(rate_in=1000, throughput_in=100 * MIB, bundles=[bundle(3), bundle(4)]),
+            "idle:8080": broker(rate_in=1000, throughput_in=1 * MIB),
+        },
+        {bundle(1): bundle_data(1500), bundle(2): bundle_data(8500), bundle(3): bundle_data(throughput_in=50 * MIB)},
+    )
+    outcome = shed(data)
+    assert {unload.broker for unload in outcome.unloads} == {"rate-heavy:8080"}
+    assert [unload.bundle for unload in outcome.unloads] == [bundle(1)]
+
+
+def test_a_single_bundle_broker_and_a_small_budget_shed_nothing():
+    single = load_data(
+        {"hot:8080": broker(rate_in=100000, bundles=[bundle(1)]), "cold:8080": broker(rate_in=10)},
+        {bundle(1): bundle_data(100)},
+    )
+    assert shed(single).unloads == ()
+    small = load_data(
+        {"hot:8080": broker(rate_in=5000, bundles=[bundle(1), bundle(2)]), "cold:8080": broker(rate_in=1)},
+        {bundle(1): bundle_data(10), bundle(2): bundle_data(10)},
+    )
+    # int((5000 - 1) * 0.2) = 999 < minUnloadMessage 1000.
+    assert shed(small).unloads == ()
+
+
+def test_zero_traffic_bundles_are_taken_while_budget_remains():
+    names = [bundle(1), bundle(2)]
+    data = load_data(
+        {"hot:8080": broker(rate_in=20000, bundles=names), "cold:8080": broker(rate_in=1000)},
+        {bundle(1): bundle_data(1000), bundle(2): bundle_data(0)},
+    )
+    assert [u.bundle for u in shed(data).unloads] == [bundle(1), bundle(2)]
+
+
+def test_disabled_thresholds_shed_nothing():
+    data = v7_load_data()
+    settings = {
+        "loadBalancerMsgRateDifferenceShedderThreshold": "0",
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": "0",
+    }
+    assert shed(data, settings).unloads == ()
