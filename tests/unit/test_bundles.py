@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import pytest
@@ -103,7 +104,7 @@ def test_flow_or_qps_equally_divide_cuts_where_the_rate_limit_would_be_passed():
     hashes = sorted(topic_hash(topic.name) for topic in topics)
     positions = flow_or_qps_equally_divide.split_positions(BundleRange(0, 0xFFFFFFFF), topics, config)
     # 60 + 60 > 100 at every step: a cut between each pair of neighbouring hashes.
-    assert positions == [a + (b - a) // 2 + 1 for a, b in zip(hashes, hashes[1:], strict=False)]
+    assert positions == [a + (b - a) // 2 + 1 for a, b in itertools.pairwise(hashes)]
     # Below maxMsgRate * 1.1 in total: no split.
     calm = [TopicLoad(topic.name, 20, 0) for topic in topics]
     assert flow_or_qps_equally_divide.split_positions(BundleRange(0, 0xFFFFFFFF), calm, config) == []
