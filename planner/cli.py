@@ -234,6 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away; that is not an error of ours.
+        sys.stderr.close()
     return 0
 
 

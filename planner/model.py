@@ -12,12 +12,12 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from planner.bundles.bundle_range import BundleName
+from planner.bundles.bundle_range import check_bundle_name
 from planner.errors import InputError
 
 # Pulsar's ModularLoadManagerImpl constants (not configuration).
@@ -28,13 +28,12 @@ DEFAULT_MESSAGE_RATE = 50.0
 DEFAULT_MESSAGE_THROUGHPUT = 50000.0
 
 MAX_JSON_BYTES = 512 * 1024 * 1024
-MAX_JSON_DEPTH = 64
 
 _BROKER_ID_PATTERN = re.compile(r"\S+:\d{1,5}")
 
 
 def _check_bundle_name(name: str) -> str:
-    BundleName.parse(name)
+    check_bundle_name(name)
     return name
 
 
@@ -184,6 +183,9 @@ class LoadData(PulsarRecord):
     recently_unloaded_bundles: dict[BundleKey, Count] = Field(default_factory=dict)
 
 
+RecordT = TypeVar("RecordT", bound=PulsarRecord)
+
+
 def format_validation_error(error: ValidationError, what: str) -> str:
     """One line naming the object and the path of the first bad field, e.g. `brokers['h:8080'].cpu.usage`."""
     first = error.errors(include_url=False)[0]
@@ -195,7 +197,9 @@ def format_validation_error(error: ValidationError, what: str) -> str:
             path += f"[{part!r}]"
         else:
             path += f".{part}" if path else str(part)
-    message = first["msg"]
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "json_invalid":
+        return f"invalid {what}: malformed JSON: {message.removeprefix('Invalid JSON: ')}"
     if first["type"] not in {"missing", "value_error"} and "input" in first:
         message += f" (got {_short_repr(first['input'])})"
     more = error.error_count() - 1
@@ -208,53 +212,36 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _check_depth(text: str) -> None:
-    """Refuse absurdly nested JSON before handing it to a parser (LoadData nests 5 levels)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_JSON_DEPTH:
-                    raise InputError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        elif char in "]}":
-            depth -= 1
+def _check_size(text: str | bytes, what: str) -> None:
+    if len(text) > MAX_JSON_BYTES:
+        raise InputError(f"invalid {what}: document larger than {MAX_JSON_BYTES} bytes")
 
 
 def parse_json_document(text: str | bytes, what: str) -> Any:
-    """Parse JSON with size and nesting limits and without NaN/Infinity literals."""
-    if len(text) > MAX_JSON_BYTES:
-        raise InputError(f"invalid {what}: document larger than {MAX_JSON_BYTES} bytes")
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="strict")
-    _check_depth(text)
-
-    def reject_constant(name: str) -> float:
-        raise InputError(f"invalid {what}: {name} is not a JSON number")
-
+    """Parse a small JSON document (state files) with a size limit and a clear error for deep nesting."""
+    _check_size(text, what)
     try:
-        return json.loads(text, parse_constant=reject_constant)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(
             f"invalid {what}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}"
         ) from None
+    except (RecursionError, UnicodeDecodeError) as error:
+        reason = "nested too deeply" if isinstance(error, RecursionError) else "not UTF-8"
+        raise InputError(f"invalid {what}: JSON {reason}") from None
+
+
+def _validate_json(model: type[RecordT], text: str | bytes, what: str) -> RecordT:
+    """Parse and validate in one pass (pydantic's JSON parser also bounds nesting depth)."""
+    _check_size(text, what)
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, what)) from None
 
 
 def load_data_from_mapping(document: Mapping[str, Any]) -> LoadData:
     """Validate an already-parsed LoadData document."""
-    if not isinstance(document, Mapping):
-        raise InputError("invalid LoadData: the document must be a JSON object")
     try:
         return LoadData.model_validate(document)
     except ValidationError as error:
@@ -262,7 +249,7 @@ def load_data_from_mapping(document: Mapping[str, Any]) -> LoadData:
 
 
 def load_data_from_json(text: str | bytes) -> LoadData:
-    return load_data_from_mapping(parse_json_document(text, "LoadData"))
+    return _validate_json(LoadData, text, "LoadData")
 
 
 def read_load_data(path: Path) -> LoadData:
@@ -275,9 +262,4 @@ def read_load_data(path: Path) -> LoadData:
 
 def local_broker_data_from_json(text: str | bytes, broker_id: str) -> LocalBrokerData:
     """Parse one broker's load report; errors name the broker."""
-    what = f"load report of broker {broker_id}"
-    document = parse_json_document(text, what)
-    try:
-        return LocalBrokerData.model_validate(document)
-    except ValidationError as error:
-        raise InputError(format_validation_error(error, what)) from None
+    return _validate_json(LocalBrokerData, text, f"load report of broker {broker_id}")

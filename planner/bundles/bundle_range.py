@@ -13,7 +13,7 @@ FULL_RANGE_UPPER = 0xFFFFFFFF
 _RANGE_PATTERN = re.compile(r"0x([0-9a-f]{8})_0x([0-9a-f]{8})")
 # Pulsar accepts v2 namespace names (tenant/ns) and legacy v1 names (tenant/cluster/ns); the
 # heartbeat namespace `pulsar/<cluster>/<host:port>` that every broker reports is a v1 name.
-_BUNDLE_NAME_PATTERN = re.compile(r"([^/\s]+/(?:[^/\s]+/)?[^/\s]+)/(0x[0-9a-f]{8}_0x[0-9a-f]{8})")
+_BUNDLE_NAME_PATTERN = re.compile(r"([^/\s]+/(?:[^/\s]+/)?[^/\s]+)/(0x([0-9a-f]{8})_0x([0-9a-f]{8}))")
 
 
 class BundleNameError(InputError):
@@ -66,3 +66,10 @@ class BundleName:
 def namespace_of(bundle: str) -> str:
     """The namespace part of a full bundle name (everything before the last `/`)."""
     return bundle.rpartition("/")[0]
+
+
+def check_bundle_name(name: str) -> None:
+    """Raise BundleNameError unless `name` is a well-formed full bundle name (fast path for bulk validation)."""
+    match = _BUNDLE_NAME_PATTERN.fullmatch(name)
+    if match is None or int(match.group(3), 16) >= int(match.group(4), 16):
+        BundleName.parse(name)  # raises with the precise reason

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: Python environment, system packages (PostgreSQL), lint,
+# then every test. Pulsar is downloaded from Maven Central (cached under ~/.cache) by the test setup.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+if [ -f scripts/install_system_deps.sh ]; then
+  bash scripts/install_system_deps.sh
+fi
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+exec .venv/bin/python -m pytest "$@"
