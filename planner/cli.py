@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from planner.admin_client import AdminError
 from planner.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -26,11 +27,14 @@ from planner.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
 from planner.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.bundles.split import can_split
+from planner.clusters import ClusterSettings, find_cluster
+from planner.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
 from planner.errors import InputError
 from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import parse_json_document, read_load_data
 from planner.shedding.registry import STRATEGIES, shedding_strategy
+from planner.store.database import Store, migration_heads, planner_home, upgrade
 
 logger = logging.getLogger("pulsar_rebalance")
 
@@ -173,6 +177,62 @@ def command_topic_bundle(args: argparse.Namespace) -> None:
     print(bundle_for_topic(args.topic, _parse_boundaries(args.boundaries)))
 
 
+def _store(args: argparse.Namespace) -> Store:
+    return Store(args.db)
+
+
+def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    if args.cluster and args.admin_url:
+        raise InputError("give either --cluster or --admin-url, not both")
+    if args.cluster:
+        return find_cluster(args.cluster, args.clusters)
+    if args.admin_url:
+        return ClusterSettings(name="unnamed", admin_url=args.admin_url, token_env=args.token_env, ca_file=args.ca_file)
+    raise InputError("collect needs --cluster NAME (from the clusters file) or --admin-url URL")
+
+
+def command_collect(args: argparse.Namespace) -> None:
+    settings = _cluster_settings(args)
+    store = _store(args)
+    with settings.client() as client:
+        try:
+            result = collect(
+                client, store, planner_home(), settings.name if args.cluster else None, topic_stats=args.topic_stats
+            )
+        except AdminError as error:
+            raise InputError(str(error)) from None
+    _print_json(result.to_json())
+
+
+def command_snapshots(args: argparse.Namespace) -> None:
+    rows = list_snapshots(_store(args), args.cluster, limit=args.limit)
+    if args.json:
+        _print_json({"snapshots": rows})
+        return
+    print(f"{'id':>8}  {'cluster':<20} {'taken at (UTC)':<20} {'brokers':>7} {'bundles':>8}  partial")
+    for row in rows:
+        print(
+            f"{row['id']:>8}  {row['cluster']:<20} {row['takenAt'][:19]:<20} {row['brokers']:>7} "
+            f"{row['bundles']:>8}  {'yes' if row['partial'] else 'no'}"
+        )
+
+
+def command_load_data(args: argparse.Namespace) -> None:
+    load_data = load_data_for_snapshot(_store(args), planner_home(), args.snapshot)
+    sys.stdout.write(load_data.model_dump_json(by_alias=True, indent=2))
+    sys.stdout.write("\n")
+
+
+def command_db_upgrade(args: argparse.Namespace) -> None:
+    store = Store(args.db, migrate=False)
+    changed = upgrade(store.engine)
+    _print_json({"database": store.safe_url, "upgraded": changed, "revision": sorted(migration_heads())})
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog="pulsar-rebalance", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="log the strategies' reasons to stderr")
@@ -213,6 +273,33 @@ def build_parser() -> argparse.ArgumentParser:
     topic.add_argument("topic")
     topic.set_defaults(handler=command_topic_bundle)
 
+    collect_parser = commands.add_parser("collect", help="take a load snapshot of a cluster through its admin API")
+    collect_parser.add_argument("--cluster", help="a cluster of the clusters file")
+    collect_parser.add_argument("--admin-url", help="a broker's admin URL; registered under its Pulsar cluster name")
+    collect_parser.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
+    collect_parser.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
+    collect_parser.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
+    collect_parser.add_argument("--topic-stats", action="store_true", help="also archive per-topic stats")
+    _add_store_options(collect_parser)
+    collect_parser.set_defaults(handler=command_collect)
+
+    snapshots = commands.add_parser("snapshots", help="list collected snapshots")
+    snapshots.add_argument("--cluster")
+    snapshots.add_argument("--limit", type=int, default=50)
+    snapshots.add_argument("--json", action="store_true")
+    _add_store_options(snapshots)
+    snapshots.set_defaults(handler=command_snapshots)
+
+    load_data = commands.add_parser("load-data", help="print the LoadData JSON of a snapshot")
+    load_data.add_argument("--snapshot", type=int, required=True)
+    _add_store_options(load_data)
+    load_data.set_defaults(handler=command_load_data)
+
+    database = commands.add_parser("db", help="store maintenance")
+    database_commands = database.add_subparsers(dest="db_command", required=True, parser_class=_ArgumentParser)
+    upgrade_parser = database_commands.add_parser("upgrade", help="apply migrations (idempotent)")
+    _add_store_options(upgrade_parser)
+    upgrade_parser.set_defaults(handler=command_db_upgrade)
     return parser
 
 

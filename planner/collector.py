@@ -1,0 +1,250 @@
+"""Collecting one snapshot of a cluster's load, and rebuilding LoadData from collected snapshots.
+
+A snapshot is: every active broker's own load report (fetched from all brokers concurrently),
+the namespaces' bundle boundaries, optionally per-topic stats; the raw responses archived
+compressed for audit and replay; broker and bundle rows appended to the samples dataset; and a
+snapshot row in the store. A broker that cannot be read is recorded as missing and the snapshot is
+flagged partial. The files are written inside the database transaction and removed if it fails, so
+a snapshot is either complete in all three places or absent from all of them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.admin_client import AdminError, PulsarAdminClient
+from planner.bundles.bundle_range import namespace_of
+from planner.errors import InputError
+from planner.load_manager_shared import is_system_service_namespace
+from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
+from planner.samples import read_samples, write_snapshot_samples
+from planner.store.database import Store
+from planner.store.models import AuditEvent, Cluster, RecentlyUnloaded, Snapshot
+from planner.time_average import update_bundle_data
+
+logger = logging.getLogger(__name__)
+
+# Pulsar's leader keeps 1000 long-term samples; older snapshots cannot change the averages much.
+REPLAYED_SNAPSHOTS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CollectResult:
+    snapshot_id: int
+    cluster: str
+    brokers: int
+    bundles: int
+    partial: bool
+    missing: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot_id,
+            "cluster": self.cluster,
+            "brokers": self.brokers,
+            "bundles": self.bundles,
+            "partial": self.partial,
+        }
+
+
+def archive_root(home: Path) -> Path:
+    return home / "archive"
+
+
+def _write_archive(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with gzip.open(temporary, "wt", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    os.replace(temporary, path)
+
+
+def read_archive(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def cluster_row(session: Session, name: str, admin_url: str) -> Cluster:
+    """The cluster's row, registered on first use; its admin URL follows the latest configuration."""
+    cluster = session.scalar(select(Cluster).where(Cluster.name == name))
+    if cluster is None:
+        cluster = Cluster(name=name, admin_url=admin_url)
+        session.add(cluster)
+        session.flush()
+    elif cluster.admin_url != admin_url:
+        cluster.admin_url = admin_url
+    return cluster
+
+
+def collect(
+    client: PulsarAdminClient,
+    store: Store,
+    home: Path,
+    cluster_name: str | None = None,
+    *,
+    topic_stats: bool = False,
+    actor: str = "collector",
+) -> CollectResult:
+    """Take one snapshot of the cluster behind `client` and record it everywhere, or nowhere."""
+    cluster = cluster_name or client.cluster_name()
+    taken_at = datetime.now(UTC)
+    brokers = client.active_brokers(cluster)
+    try:
+        leader = client.leader_broker().get("brokerId")
+    except AdminError as error:
+        logger.warning("%s: no leader answer: %s", cluster, error)
+        leader = None
+
+    raw_reports = client.map_concurrently(brokers, client.load_report_text)
+    reports: dict[str, LocalBrokerData] = {}
+    missing: dict[str, str] = {}
+    for broker_id, raw in raw_reports.items():
+        if isinstance(raw, AdminError):
+            missing[broker_id] = str(raw)
+            continue
+        try:
+            reports[broker_id] = local_broker_data_from_json(raw, broker_id)
+        except InputError as error:
+            missing[broker_id] = str(error)
+    for broker_id, reason in missing.items():
+        logger.warning("%s: broker %s missing from the snapshot: %s", cluster, broker_id, reason)
+
+    reported_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.last_stats}
+    namespaces = sorted(ns for ns in reported_namespaces if not is_system_service_namespace(ns))
+    boundaries = client.map_concurrently(namespaces, client.bundle_boundaries)
+    topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
+
+    archive = {
+        "cluster": cluster,
+        "adminUrl": client.admin_url,
+        "takenAt": taken_at.isoformat(),
+        "leader": leader,
+        "activeBrokers": brokers,
+        "loadReports": {b: raw for b, raw in raw_reports.items() if not isinstance(raw, AdminError)},
+        "missingBrokers": missing,
+        "bundleBoundaries": {
+            ns: [f"0x{value:08x}" for value in found] for ns, found in boundaries.items() if isinstance(found, list)
+        },
+        "boundaryErrors": {ns: str(found) for ns, found in boundaries.items() if isinstance(found, AdminError)},
+        "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
+    }
+    bundle_count = sum(len(report.last_stats) for report in reports.values())
+    written: list[Path] = []
+    try:
+        with store.session() as session:
+            snapshot = Snapshot(
+                cluster_id=cluster_row(session, cluster, client.admin_url).id,
+                taken_at=taken_at,
+                brokers=len(reports),
+                bundles=bundle_count,
+                partial=bool(missing),
+                missing_brokers=missing,
+                archive_path="",
+                leader=leader,
+            )
+            session.add(snapshot)
+            session.flush()
+            archive_path = (
+                archive_root(home)
+                / f"cluster={cluster}"
+                / f"date={taken_at.date()}"
+                / f"snapshot-{snapshot.id:012d}.json.gz"
+            )
+            _write_archive(archive_path, archive)
+            written.append(archive_path)
+            written.extend(write_snapshot_samples(home, cluster, snapshot.id, taken_at, reports))
+            snapshot.archive_path = str(archive_path)
+            session.add(
+                AuditEvent(
+                    cluster=cluster,
+                    actor=actor,
+                    event="snapshot.collected",
+                    details={"snapshot": snapshot.id, "brokers": len(reports), "missing": sorted(missing)},
+                )
+            )
+            snapshot_id = snapshot.id
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
+
+
+def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadData:
+    """The LoadData a Pulsar leader would hold right after this snapshot.
+
+    Brokers: the snapshot's load reports. Bundle averages: the cluster's snapshots up to this one
+    replayed in time order through Pulsar's 10/1000-sample rule, one sample per snapshot for every
+    bundle reported in it (as the leader samples every bundle on each report event); bundles not
+    reported now are dropped. Recently unloaded bundles come from the store, all of them: the
+    planning cycle drops the expired ones with its own clock and grace period.
+    """
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        if snapshot is None:
+            raise InputError(f"unknown snapshot {snapshot_id}")
+        cluster = snapshot.cluster.name
+        archive_path = Path(snapshot.archive_path)
+        recent = {
+            row.bundle: row.unloaded_at_millis
+            for row in session.scalars(
+                select(RecentlyUnloaded).where(RecentlyUnloaded.cluster_id == snapshot.cluster_id)
+            )
+        }
+    archive = read_archive(archive_path)
+    reports = {broker: local_broker_data_from_json(raw, broker) for broker, raw in archive["loadReports"].items()}
+
+    bundle_table = read_samples(home, "bundles", cluster, up_to_snapshot=snapshot_id)
+    snapshot_ids = sorted(set(bundle_table.column("snapshot_id").to_pylist()))[-REPLAYED_SNAPSHOTS:]
+    first_replayed = snapshot_ids[0] if snapshot_ids else snapshot_id
+    averages: dict[str, BundleData] = {}
+    columns = bundle_table.select(
+        ["snapshot_id", "bundle", "msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out", "topics"]
+    ).to_pylist()
+    for row in columns:
+        if row["snapshot_id"] < first_replayed:
+            continue
+        sample = NamespaceBundleStats(
+            msg_rate_in=row["msg_rate_in"],
+            msg_throughput_in=row["msg_throughput_in"],
+            msg_rate_out=row["msg_rate_out"],
+            msg_throughput_out=row["msg_throughput_out"],
+            topics=row["topics"],
+        )
+        averages[row["bundle"]] = update_bundle_data(averages.get(row["bundle"], BundleData()), sample)
+    current = {bundle for report in reports.values() for bundle in report.last_stats}
+    return LoadData(
+        brokers=reports,
+        bundle_data={bundle: data for bundle, data in averages.items() if bundle in current},
+        recently_unloaded_bundles=recent,
+    )
+
+
+def list_snapshots(store: Store, cluster: str | None = None, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest snapshots first, as plain records."""
+    with store.session() as session:
+        query = select(Snapshot, Cluster.name).join(Cluster).order_by(Snapshot.id.desc()).limit(limit)
+        if cluster:
+            query = query.where(Cluster.name == cluster)
+        return [
+            {
+                "id": snapshot.id,
+                "cluster": name,
+                "takenAt": snapshot.taken_at.isoformat(),
+                "brokers": snapshot.brokers,
+                "bundles": snapshot.bundles,
+                "partial": snapshot.partial,
+                "missingBrokers": sorted(snapshot.missing_brokers),
+            }
+            for snapshot, name in session.execute(query)
+        ]

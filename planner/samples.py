@@ -1,0 +1,157 @@
+"""The samples dataset: broker and bundle rows of every snapshot, in Parquet partitioned by cluster and date.
+
+This is the Spark job's input. Each snapshot writes one file per table, atomically (temporary file,
+then rename), under `<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from planner.bundles.bundle_range import namespace_of
+from planner.model import LocalBrokerData
+
+BROKER_SCHEMA = pa.schema(
+    [
+        ("snapshot_id", pa.int64()),
+        ("taken_at", pa.timestamp("ms", tz="UTC")),
+        ("broker", pa.string()),
+        ("cpu_usage", pa.float64()),
+        ("cpu_limit", pa.float64()),
+        ("memory_usage", pa.float64()),
+        ("memory_limit", pa.float64()),
+        ("direct_memory_usage", pa.float64()),
+        ("direct_memory_limit", pa.float64()),
+        ("bandwidth_in_usage", pa.float64()),
+        ("bandwidth_in_limit", pa.float64()),
+        ("bandwidth_out_usage", pa.float64()),
+        ("bandwidth_out_limit", pa.float64()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+        ("num_topics", pa.int64()),
+        ("num_bundles", pa.int64()),
+        ("num_consumers", pa.int64()),
+        ("num_producers", pa.int64()),
+        ("last_update", pa.int64()),
+    ]
+)
+
+BUNDLE_SCHEMA = pa.schema(
+    [
+        ("snapshot_id", pa.int64()),
+        ("taken_at", pa.timestamp("ms", tz="UTC")),
+        ("broker", pa.string()),
+        ("bundle", pa.string()),
+        ("namespace", pa.string()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+        ("consumer_count", pa.int64()),
+        ("producer_count", pa.int64()),
+        ("topics", pa.int64()),
+    ]
+)
+
+
+def samples_root(home: Path) -> Path:
+    return home / "samples"
+
+
+def _partition(home: Path, table: str, cluster: str, taken_at: datetime) -> Path:
+    return samples_root(home) / table / f"cluster={cluster}" / f"date={taken_at.date().isoformat()}"
+
+
+def broker_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
+    rows = [
+        {
+            "snapshot_id": snapshot_id,
+            "taken_at": taken_at,
+            "broker": broker_id,
+            "cpu_usage": report.cpu.usage,
+            "cpu_limit": report.cpu.limit,
+            "memory_usage": report.memory.usage,
+            "memory_limit": report.memory.limit,
+            "direct_memory_usage": report.direct_memory.usage,
+            "direct_memory_limit": report.direct_memory.limit,
+            "bandwidth_in_usage": report.bandwidth_in.usage,
+            "bandwidth_in_limit": report.bandwidth_in.limit,
+            "bandwidth_out_usage": report.bandwidth_out.usage,
+            "bandwidth_out_limit": report.bandwidth_out.limit,
+            "msg_rate_in": report.msg_rate_in,
+            "msg_rate_out": report.msg_rate_out,
+            "msg_throughput_in": report.msg_throughput_in,
+            "msg_throughput_out": report.msg_throughput_out,
+            "num_topics": report.num_topics,
+            "num_bundles": report.num_bundles,
+            "num_consumers": report.num_consumers,
+            "num_producers": report.num_producers,
+            "last_update": report.last_update,
+        }
+        for broker_id, report in sorted(reports.items())
+    ]
+    return pa.Table.from_pylist(rows, schema=BROKER_SCHEMA)
+
+
+def bundle_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
+    rows = [
+        {
+            "snapshot_id": snapshot_id,
+            "taken_at": taken_at,
+            "broker": broker_id,
+            "bundle": bundle,
+            "namespace": namespace_of(bundle),
+            "msg_rate_in": stats.msg_rate_in,
+            "msg_throughput_in": stats.msg_throughput_in,
+            "msg_rate_out": stats.msg_rate_out,
+            "msg_throughput_out": stats.msg_throughput_out,
+            "consumer_count": stats.consumer_count,
+            "producer_count": stats.producer_count,
+            "topics": stats.topics,
+        }
+        for broker_id, report in sorted(reports.items())
+        for bundle, stats in sorted(report.last_stats.items())
+    ]
+    return pa.Table.from_pylist(rows, schema=BUNDLE_SCHEMA)
+
+
+def _write_atomically(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, temporary, compression="zstd")
+    os.replace(temporary, path)
+
+
+def write_snapshot_samples(
+    home: Path, cluster: str, snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+) -> list[Path]:
+    """Append one snapshot's broker and bundle rows; returns the files written."""
+    written = []
+    for table, rows in (
+        ("brokers", broker_rows(snapshot_id, taken_at, reports)),
+        ("bundles", bundle_rows(snapshot_id, taken_at, reports)),
+    ):
+        path = _partition(home, table, cluster, taken_at) / f"snapshot-{snapshot_id:012d}.parquet"
+        _write_atomically(rows, path)
+        written.append(path)
+    return written
+
+
+def read_samples(home: Path, table: str, cluster: str, *, up_to_snapshot: int | None = None) -> pa.Table:
+    """All rows of one table for a cluster (optionally up to a snapshot id), ordered by snapshot."""
+    root = samples_root(home) / table / f"cluster={cluster}"
+    schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
+    if not root.exists():
+        return schema.empty_table()
+    dataset = ds.dataset(root, format="parquet", schema=schema, partitioning=None)
+    expression = ds.field("snapshot_id") <= up_to_snapshot if up_to_snapshot is not None else None
+    return dataset.to_table(filter=expression).sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])

@@ -1,0 +1,99 @@
+"""Opening the store: engine, automatic idempotent migrations, sessions.
+
+The embedded default is a SQLite file under the planner's home; production passes any SQLAlchemy
+URL (tested on PostgreSQL). The URL's password never reaches the logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def planner_home() -> Path:
+    """Where the planner keeps its database, samples and archives (`PULSAR_REBALANCE_HOME`)."""
+    configured = os.environ.get("PULSAR_REBALANCE_HOME")
+    return Path(configured) if configured else Path.home() / ".local" / "share" / "pulsar-rebalance"
+
+
+def default_database_url() -> str:
+    configured = os.environ.get("PULSAR_REBALANCE_DB_URL")
+    if configured:
+        return configured
+    return f"sqlite:///{planner_home() / 'planner.db'}"
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def _enable_sqlite_foreign_keys(dbapi_connection: object, _record: object) -> None:
+    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def migration_heads() -> set[str]:
+    return set(ScriptDirectory.from_config(_alembic_config()).get_heads())
+
+
+def current_revisions(engine: Engine) -> set[str]:
+    with engine.connect() as connection:
+        return set(MigrationContext.configure(connection).get_current_heads())
+
+
+def upgrade(engine: Engine) -> bool:
+    """Bring the schema to the newest revision; returns whether anything had to change."""
+    if current_revisions(engine) == migration_heads():
+        return False
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    logger.info("migrated %s to %s", engine.url.render_as_string(hide_password=True), ", ".join(migration_heads()))
+    return True
+
+
+class Store:
+    """The planner's database: call `session()` for a unit of work (commits on success, rolls back on error)."""
+
+    def __init__(self, url: str | None = None, *, migrate: bool = True) -> None:
+        url = url or default_database_url()
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine = create_engine(parsed, pool_pre_ping=True)
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(self.engine, "connect", _enable_sqlite_foreign_keys)
+        if migrate:
+            upgrade(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        with self._sessions.begin() as session:
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()

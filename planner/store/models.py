@@ -1,0 +1,150 @@
+"""The planner's tables (SQLAlchemy 2.x typed models). Alembic migrations create them.
+
+The database holds state and history: clusters, snapshot registry, strategy state, plans and their
+actions, approvals, execution attempts, recently unloaded bundles, and an append-only audit log.
+Bulk samples live in the Parquet dataset, raw responses in compressed archives.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Cluster(Base):
+    __tablename__ = "clusters"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    admin_url: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class Snapshot(Base):
+    """One collection of a cluster's load: what was fetched, from whom, and what was missing."""
+
+    __tablename__ = "snapshots"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    taken_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    brokers: Mapped[int] = mapped_column(Integer)
+    bundles: Mapped[int] = mapped_column(Integer)
+    partial: Mapped[bool] = mapped_column(Boolean)
+    # broker id -> error of the brokers that were listed as active but could not be read
+    missing_brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    archive_path: Mapped[str] = mapped_column(String(1000))
+    leader: Mapped[str | None] = mapped_column(String(300), nullable=True)
+
+    cluster: Mapped[Cluster] = relationship()
+
+
+class StrategyState(Base):
+    """A strategy's state per cluster (AvgShedder hit counters, ...), versioned for optimistic concurrency."""
+
+    __tablename__ = "strategy_states"
+    __table_args__ = (UniqueConstraint("cluster_id", "strategy"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"))
+    strategy: Mapped[str] = mapped_column(String(100))
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+
+
+class Plan(Base):
+    __tablename__ = "plans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"), nullable=True)
+    # Identifies the run that produced the plan, so a retried commit of the same run is a no-op.
+    run_key: Mapped[str] = mapped_column(String(300), unique=True)
+    strategy: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now, index=True)
+    status: Mapped[str] = mapped_column(String(30), default="pending", index=True)
+    actions_hash: Mapped[str] = mapped_column(String(64))
+    state_version: Mapped[int] = mapped_column(Integer)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    cluster: Mapped[Cluster] = relationship()
+    actions: Mapped[list[PlanAction]] = relationship(order_by="PlanAction.sequence", back_populates="plan")
+
+
+class PlanAction(Base):
+    __tablename__ = "plan_actions"
+    __table_args__ = (UniqueConstraint("plan_id", "sequence"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), index=True)
+    sequence: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))  # "split" or "unload"
+    bundle: Mapped[str] = mapped_column(String(500))
+    source: Mapped[str] = mapped_column(String(300))
+    destination: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    traffic: Mapped[float] = mapped_column(Float, default=0.0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    plan: Mapped[Plan] = relationship(back_populates="actions")
+
+
+class Approval(Base):
+    __tablename__ = "approvals"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), unique=True)
+    decision: Mapped[str] = mapped_column(String(20))  # "approved" or "rejected"
+    approver: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    decided_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    actions_hash: Mapped[str] = mapped_column(String(64))
+
+
+class ActionExecution(Base):
+    """One attempt at one action; retries add rows, so the history of every attempt is kept."""
+
+    __tablename__ = "action_executions"
+    __table_args__ = (UniqueConstraint("action_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    action_id: Mapped[int] = mapped_column(ForeignKey("plan_actions.id"), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    status: Mapped[str] = mapped_column(String(20), default="running")  # running/succeeded/failed/skipped
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class RecentlyUnloaded(Base):
+    __tablename__ = "recently_unloaded"
+    __table_args__ = (UniqueConstraint("cluster_id", "bundle"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"))
+    bundle: Mapped[str] = mapped_column(String(500))
+    unloaded_at_millis: Mapped[int] = mapped_column(BigInteger)
+
+
+class AuditEvent(Base):
+    """Append-only: the migration installs triggers that refuse UPDATE and DELETE."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now, index=True)
+    cluster: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    actor: Mapped[str] = mapped_column(String(300))
+    event: Mapped[str] = mapped_column(String(100))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

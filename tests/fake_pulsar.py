@@ -1,0 +1,108 @@
+"""A scriptable HTTP server on 127.0.0.1 that answers like Pulsar's admin API, for fault injection
+(5xx bursts, timeouts, redirect loops, malformed JSON) that a real broker cannot be made to produce."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: object = None  # JSON-encoded unless it is a str
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SeenRequest:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+class FakePulsar:
+    """Routes `(method, path)` to a list of replies, consumed in order; the last one repeats."""
+
+    def __init__(self) -> None:
+        self.routes: dict[tuple[str, str], list[Reply]] = {}
+        self.requests: list[SeenRequest] = []
+        self.calls: dict[tuple[str, str], int] = defaultdict(int)
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                fake.requests.append(SeenRequest(self.command, parts.path, parts.query, dict(self.headers), body))
+                key = (self.command, parts.path)
+                replies = fake.routes.get(key) or [Reply(404, {"reason": "no such route"})]
+                index = min(fake.calls[key], len(replies) - 1)
+                fake.calls[key] += 1
+                reply = replies[index]
+                if reply.delay:
+                    time.sleep(reply.delay)
+                payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                data = payload.encode() if reply.body is not None else b""
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value.replace("{self}", fake.url))
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_GET = do_PUT = do_POST = _handle  # noqa: N815 - http.server dispatches on these names
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def broker_id(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"{host}:{port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.broker_id}"
+
+    def route(self, method: str, path: str, *replies: Reply) -> None:
+        self.routes[(method, path)] = list(replies)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def load_report(bundles: dict[str, dict] | None = None, cpu: float = 50.0) -> dict:
+    """A LocalBrokerData document as a broker returns it."""
+    bundles = bundles or {}
+    return {
+        "cpu": {"usage": cpu, "limit": 100.0},
+        "bandwidthIn": {"usage": 10.0, "limit": 100.0},
+        "msgRateIn": sum(stats.get("msgRateIn", 0.0) for stats in bundles.values()),
+        "msgRateOut": sum(stats.get("msgRateOut", 0.0) for stats in bundles.values()),
+        "lastStats": bundles,
+        "bundles": sorted(bundles),
+        "numBundles": len(bundles),
+        "loadReportType": "LocalBrokerData",
+    }

@@ -1,0 +1,162 @@
+"""Collector and store on SQLite with a fault-injecting cluster; the same store tests run on PostgreSQL
+in tests/integration."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from sqlalchemy import func, select, text
+
+from planner.admin_client import AdminAuth, PulsarAdminClient
+from planner.collector import collect, list_snapshots, load_data_for_snapshot, read_archive
+from planner.samples import read_samples
+from planner.store.database import Store, current_revisions, migration_heads, upgrade
+from planner.store.models import AuditEvent, Snapshot
+from tests.fake_pulsar import FakePulsar, Reply, load_report
+
+TOKEN = "tok-3f9a1c55-secret-value"
+BUNDLE_A = "t/ns/0x00000000_0x80000000"
+BUNDLE_B = "t/ns/0x80000000_0xffffffff"
+
+
+@pytest.fixture
+def cluster():
+    """Three fake brokers: healthy with bundle A, healthy with bundle B, and a third that can be broken."""
+    brokers = [FakePulsar(), FakePulsar(), FakePulsar()]
+    ids = sorted(broker.broker_id for broker in brokers)
+    by_id = {broker.broker_id: broker for broker in brokers}
+    entry = by_id[ids[0]]
+    entry.route("GET", "/admin/v2/brokers/configuration/runtime", Reply(200, {"clusterName": "fake"}))
+    entry.route("GET", "/admin/v2/brokers/fake", Reply(200, ids))
+    entry.route("GET", "/admin/v2/brokers/leaderBroker", Reply(200, {"brokerId": ids[0]}))
+    entry.route(
+        "GET",
+        "/admin/v2/namespaces/t/ns/bundles",
+        Reply(200, {"boundaries": ["0x00000000", "0x80000000", "0xffffffff"], "numBundles": 2}),
+    )
+    stats = {"msgRateIn": 100.0, "msgRateOut": 50.0, "msgThroughputIn": 1000.0, "topics": 3}
+    by_id[ids[0]].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report({BUNDLE_A: stats})))
+    by_id[ids[1]].route(
+        "GET",
+        "/admin/v2/broker-stats/load-report",
+        Reply(200, load_report({BUNDLE_B: {**stats, "msgRateIn": 300.0}}, cpu=20)),
+    )
+    by_id[ids[2]].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report(cpu=5)))
+    yield entry, [by_id[i] for i in ids]
+    for broker in brokers:
+        broker.close()
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    yield opened
+    opened.dispose()
+
+
+def client(entry, **options):
+    return PulsarAdminClient(entry.url, timeout=(1.0, 0.5), backoff_factor=0.01, retries=1, **options)
+
+
+def count(store, model):
+    with store.session() as session:
+        return session.scalar(select(func.count()).select_from(model))
+
+
+def test_migrations_upgrade_an_empty_database_and_are_no_ops_on_a_current_one(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    bare = Store(url, migrate=False)
+    assert current_revisions(bare.engine) == set()
+    assert upgrade(bare.engine) is True
+    assert current_revisions(bare.engine) == migration_heads()
+    assert upgrade(bare.engine) is False
+    assert Store(url).engine is not None  # opening again migrates nothing
+
+
+def test_audit_log_is_append_only(store):
+    with store.session() as session:
+        session.add(AuditEvent(actor="test", event="x", details={}))
+    for statement in ("UPDATE audit_log SET actor = 'other'", "DELETE FROM audit_log"):
+        with pytest.raises(Exception, match="append-only"), store.session() as session:
+            session.execute(text(statement))
+    assert count(store, AuditEvent) == 1
+
+
+def test_collect_records_archive_samples_and_snapshot(cluster, store, tmp_path):
+    entry, brokers = cluster
+    result = collect(client(entry), store, tmp_path)
+    assert result.to_json() == {
+        "snapshot": result.snapshot_id,
+        "cluster": "fake",
+        "brokers": 3,
+        "bundles": 2,
+        "partial": False,
+    }
+    [listed] = list_snapshots(store)
+    assert listed["cluster"] == "fake" and listed["brokers"] == 3 and not listed["partial"]
+    with store.session() as session:
+        archive = read_archive(tmp_path / session.get(Snapshot, result.snapshot_id).archive_path)
+    assert set(archive["loadReports"]) == {broker.broker_id for broker in brokers}
+    assert archive["bundleBoundaries"] == {"t/ns": ["0x00000000", "0x80000000", "0xffffffff"]}
+    bundles = read_samples(tmp_path, "bundles", "fake").to_pylist()
+    assert sorted((row["bundle"], row["msg_rate_in"]) for row in bundles) == [(BUNDLE_A, 100.0), (BUNDLE_B, 300.0)]
+    assert len(read_samples(tmp_path, "brokers", "fake")) == 3
+
+
+def test_load_data_replays_snapshots_through_pulsars_sample_rule(cluster, store, tmp_path):
+    entry, brokers = cluster
+    first = collect(client(entry), store, tmp_path)
+    stats = {"msgRateIn": 200.0, "msgRateOut": 50.0, "msgThroughputIn": 1000.0, "topics": 3}
+    brokers[0].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report({BUNDLE_A: stats})))
+    second = collect(client(entry), store, tmp_path)
+    data = load_data_for_snapshot(store, tmp_path, second.snapshot_id)
+    short = data.bundle_data[BUNDLE_A].short_term_data
+    assert (short.num_samples, short.msg_rate_in) == (2, 150.0)  # (100 + 200) / 2
+    assert data.bundle_data[BUNDLE_A].long_term_data.max_samples == 1000
+    assert set(data.brokers) == {broker.broker_id for broker in brokers}
+    earlier = load_data_for_snapshot(store, tmp_path, first.snapshot_id)
+    assert earlier.bundle_data[BUNDLE_A].short_term_data.msg_rate_in == 100.0
+
+
+def test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing(cluster, store, tmp_path):
+    entry, brokers = cluster
+    brokers[1].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report(), delay=2.0))
+    brokers[2].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, "{oops"))
+    result = collect(client(entry), store, tmp_path)
+    assert result.partial and result.brokers == 1
+    assert "timed out" in result.missing[brokers[1].broker_id]
+    assert "malformed JSON" in result.missing[brokers[2].broker_id]
+    assert brokers[2].broker_id in result.missing[brokers[2].broker_id]
+    [listed] = list_snapshots(store)
+    assert listed["partial"] and listed["missingBrokers"] == sorted([brokers[1].broker_id, brokers[2].broker_id])
+
+
+def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, tmp_path, monkeypatch):
+    entry, _ = cluster
+
+    def fail(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("planner.collector.write_snapshot_samples", fail)
+    with pytest.raises(OSError, match="disk full"):
+        collect(client(entry), store, tmp_path)
+    assert count(store, Snapshot) == 0 and count(store, AuditEvent) == 0
+    assert not any(path.is_file() for path in (tmp_path / "archive").rglob("*"))
+
+
+def test_the_token_reaches_neither_logs_nor_database_nor_archive(cluster, store, tmp_path, caplog):
+    entry, brokers = cluster
+    brokers[2].route("GET", "/admin/v2/broker-stats/load-report", Reply(401, {"reason": "Unauthorized"}))
+    with caplog.at_level("DEBUG"):
+        collect(client(entry, auth=AdminAuth(token=TOKEN)), store, tmp_path)
+    assert all(request.headers.get("Authorization") == f"Bearer {TOKEN}" for request in entry.requests)
+    assert TOKEN not in caplog.text
+    with store.session() as session:
+        for table in ("clusters", "snapshots", "audit_log", "strategy_states", "plans"):
+            dumped = json.dumps([list(row) for row in session.execute(text(f"SELECT * FROM {table}"))], default=str)
+            assert TOKEN not in dumped
+    for path in tmp_path.rglob("*.gz"):
+        with gzip.open(path, "rt") as archive:
+            assert TOKEN not in archive.read()
