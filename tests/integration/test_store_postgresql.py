@@ -1,0 +1,44 @@
+"""The store's tests again on a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.store.database import Store, current_revisions, migration_heads, upgrade
+from tests.unit import test_collector_and_store as on_sqlite
+
+pytestmark = pytest.mark.integration
+
+cluster = on_sqlite.cluster
+test_audit_log_is_append_only = on_sqlite.test_audit_log_is_append_only
+test_collect_records_archive_samples_and_snapshot = on_sqlite.test_collect_records_archive_samples_and_snapshot
+test_load_data_replays_snapshots_through_pulsars_sample_rule = (
+    on_sqlite.test_load_data_replays_snapshots_through_pulsars_sample_rule
+)
+test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing = (
+    on_sqlite.test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing
+)
+test_a_failure_while_recording_leaves_nothing_half_written = (
+    on_sqlite.test_a_failure_while_recording_leaves_nothing_half_written
+)
+test_the_token_reaches_neither_logs_nor_database_nor_archive = (
+    on_sqlite.test_the_token_reaches_neither_logs_nor_database_nor_archive
+)
+
+
+@pytest.fixture
+def store(postgres_url):
+    opened = Store(postgres_url)
+    assert opened.engine.dialect.name == "postgresql"
+    yield opened
+    opened.dispose()
+
+
+def test_migrations_upgrade_an_empty_postgresql_database_and_are_no_ops_after(postgres_url):
+    bare = Store(postgres_url, migrate=False)
+    assert current_revisions(bare.engine) == set()
+    assert upgrade(bare.engine) is True
+    assert current_revisions(bare.engine) == migration_heads()
+    assert upgrade(bare.engine) is False
+    assert "***" in bare.safe_url or "@" not in bare.safe_url
+    bare.dispose()
