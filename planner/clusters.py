@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from planner.admin_client import AdminAuth, PulsarAdminClient
 from planner.errors import InputError
 from planner.model import format_validation_error
-from planner.store.database import planner_home
+from planner.paths import planner_home
 
 
 class ClusterSettings(BaseModel):

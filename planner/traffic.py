@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -121,6 +121,7 @@ class TrafficGenerator:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._client: pulsar.Client | None = None
+        # Held so the consumers (and their listeners) live until stop() closes the client.
         self._consumers: list[Any] = []
 
     @classmethod
@@ -192,10 +193,21 @@ class TrafficGenerator:
         client can win that race, so the unload is repeated (bounded) until the bundle sits where asked.
         """
         deadline = time.monotonic() + timeout_seconds
-        while self.owner(probe_topic) != broker:
+        last_error: Exception | None = None
+        while True:
+            try:
+                if self.owner(probe_topic) == broker:
+                    return
+                self._put(
+                    f"/admin/v2/namespaces/{self.namespace}/{bundle}/unload", params={"destinationBroker": broker}
+                )
+            except (TrafficError, requests.RequestException) as error:  # brokers answer 5xx mid-unload
+                last_error = error
             if time.monotonic() > deadline:
-                raise TrafficError(f"{self.namespace}/{bundle} did not move to {broker} in {timeout_seconds:.0f} s")
-            self._put(f"/admin/v2/namespaces/{self.namespace}/{bundle}/unload", params={"destinationBroker": broker})
+                raise TrafficError(
+                    f"{self.namespace}/{bundle} did not move to {broker} in {timeout_seconds:.0f} s"
+                    f" (last error: {last_error})"
+                )
             time.sleep(0.5)
 
     def delete_namespace(self) -> None:
@@ -210,6 +222,8 @@ class TrafficGenerator:
 
     def start(self) -> None:
         """Subscribe every consumer, then start one pacing producer thread per topic."""
+        if self._client is not None:
+            raise TrafficError("traffic is already running; stop() it first")
         if not self._topics:
             self.setup()
         self._stopping.clear()
@@ -307,7 +321,7 @@ class TrafficGenerator:
         finally:
             producer.close()
 
-    def _on_message(self, state: _TopicState) -> Any:
+    def _on_message(self, state: _TopicState) -> Callable[[Any, Any], None]:
         def listener(consumer: Any, message: Any) -> None:
             sequence = int(message.properties()[_SEQUENCE_PROPERTY])
             with self._lock:

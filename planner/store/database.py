@@ -20,15 +20,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from planner.paths import planner_home
+
 logger = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
-
-
-def planner_home() -> Path:
-    """Where the planner keeps its database, samples and archives (`PULSAR_REBALANCE_HOME`)."""
-    configured = os.environ.get("PULSAR_REBALANCE_HOME")
-    return Path(configured) if configured else Path.home() / ".local" / "share" / "pulsar-rebalance"
 
 
 def default_database_url() -> str:

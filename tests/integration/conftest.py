@@ -1,0 +1,174 @@
+"""Fixtures for tests against real components: a local Pulsar cluster and a throwaway PostgreSQL.
+
+- `pulsar_cluster` (session): the cluster description from `planner.local_cluster`; reuses a running
+  cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
+- `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
+  and its namespace force-deleted after the test.
+- `postgres_server` (session) / `postgres_url` (function): a PostgreSQL cluster from Debian's
+  packages started with initdb/pg_ctl in a temporary directory on 127.0.0.1, and a SQLAlchemy URL
+  to a fresh database that is dropped after the test.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from planner import local_cluster
+from planner.traffic import BundleTraffic, TrafficGenerator
+
+TEST_TENANT = "integration-tests"
+
+
+@pytest.fixture(scope="session")
+def pulsar_cluster() -> Iterator[dict[str, Any]]:
+    """A running local cluster with at least two brokers (three when this fixture starts it)."""
+    running = local_cluster.status()
+    if running is not None and running["healthy"]:
+        started_here = False
+        cluster = running
+    else:
+        started_here = True
+        cluster = local_cluster.start(brokers=3)
+    if len(cluster["brokers"]) < 2:
+        pytest.fail(
+            f"the running local cluster has {len(cluster['brokers'])} broker(s); the tests need at "
+            "least 2: stop it (`pulsar-rebalance local-cluster stop`) and let the tests start one"
+        )
+    try:
+        yield cluster
+    finally:
+        if started_here:
+            local_cluster.stop()
+
+
+@pytest.fixture
+def traffic_generator(pulsar_cluster: dict[str, Any]) -> Iterator[Callable[..., TrafficGenerator]]:
+    """`make(traffic, num_bundles=4, **options)`: a set-up (not started) generator on a new namespace."""
+    generators: list[TrafficGenerator] = []
+
+    def make(traffic: Sequence[BundleTraffic], num_bundles: int = 4, **options: Any) -> TrafficGenerator:
+        namespace = f"{TEST_TENANT}/ns-{secrets.token_hex(4)}"
+        generator = TrafficGenerator.for_cluster(pulsar_cluster, namespace, traffic, num_bundles=num_bundles, **options)
+        generators.append(generator)
+        generator.setup()
+        return generator
+
+    yield make
+    for generator in generators:
+        try:
+            generator.stop()
+        finally:
+            generator.delete_namespace()
+
+
+@dataclass(frozen=True)
+class PostgresServer:
+    """A running throwaway PostgreSQL server: superuser `postgres` with a random password."""
+
+    host: str
+    port: int
+    password: str
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres:{self.password}@{self.host}:{self.port}/{database}"
+
+    def connect_admin(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(
+            host=self.host, port=self.port, user="postgres", password=self.password, dbname="postgres", autocommit=True
+        )
+
+
+def _postgres_bin_dir() -> Path:
+    """The newest installed server's bin dir (`PG_BIN` overrides); initdb/pg_ctl are not on PATH on Debian."""
+    if os.environ.get("PG_BIN"):
+        return Path(os.environ["PG_BIN"])
+    versions = [path.parent for path in Path("/usr/lib/postgresql").glob("*/bin/initdb")]
+    versions.sort(key=lambda bin_dir: int(bin_dir.parent.name) if bin_dir.parent.name.isdigit() else 0)
+    if versions:
+        return versions[-1]
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    pytest.fail("PostgreSQL server binaries not found; run scripts/install_system_deps.sh (or set PG_BIN)")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """initdb + pg_ctl in a temporary directory; as root the server runs as the `postgres` OS user."""
+    bin_dir = _postgres_bin_dir()
+    # PostgreSQL refuses to run as root: run it as `postgres`, which must own the directory it writes.
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    base = Path(tempfile.mkdtemp(prefix="pulsar-rebalance-pg-"))
+    if as_user:
+        account = pwd.getpwnam("postgres")
+        os.chown(base, account.pw_uid, account.pw_gid)
+    password = secrets.token_urlsafe(16)
+    password_file = base / "password"
+    password_file.write_text(password)
+    if as_user:
+        os.chown(password_file, account.pw_uid, account.pw_gid)
+    data = base / "data"
+    log_file = base / "postgres.log"
+    port = _free_port()
+
+    def run(*command: str) -> None:
+        result = subprocess.run([*as_user, *command], capture_output=True, text=True, check=False, timeout=120)
+        if result.returncode != 0:
+            log_text = log_file.read_text() if log_file.exists() else ""
+            raise RuntimeError(f"{' '.join(command)} failed: {result.stdout}{result.stderr}{log_text[-2000:]}")
+
+    run(
+        str(bin_dir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "postgres",
+        "--auth=scram-sha-256",
+        f"--pwfile={password_file}",
+        "--encoding=UTF8",
+        "--no-sync",
+        "--no-instructions",
+    )
+    options = (
+        f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} "
+        "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+    )
+    run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log_file), "-o", options, "-w", "-t", "60", "start")
+    try:
+        yield PostgresServer("127.0.0.1", port, password)
+    finally:
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A SQLAlchemy URL (`postgresql+psycopg://`) to a fresh database, dropped after the test."""
+    database = f"test_{secrets.token_hex(6)}"
+    with postgres_server.connect_admin() as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        yield postgres_server.url(database)
+    finally:
+        with postgres_server.connect_admin() as connection:
+            connection.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))

@@ -1,0 +1,128 @@
+"""Collection from the real local cluster: the snapshot matches the admin API, and the LoadData built
+from it plans the same through the library and through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from planner.admin_client import PulsarAdminClient
+from planner.collector import collect, list_snapshots, load_data_for_snapshot
+from planner.config import PulsarConfig
+from planner.samples import read_samples
+from planner.shedding.registry import shedding_strategy
+from planner.store.database import Store
+from planner.traffic import BundleTraffic
+
+pytestmark = pytest.mark.integration
+
+UNIFORM_SETTINGS = {"minUnloadMessage": "0", "maxUnloadPercentage": "0.5"}
+
+
+def owned_bundles(cluster, broker_id, namespace):
+    admin = cluster["brokers"][0]["adminUrl"]
+    owned = requests.get(
+        f"{admin}/admin/v2/brokers/{cluster['cluster']}/{broker_id}/ownedNamespaces", timeout=10
+    ).json()
+    return {bundle for bundle in owned if bundle.startswith(namespace + "/")}
+
+
+def test_collect_matches_the_admin_api_and_plans_like_the_cli(pulsar_cluster, traffic_generator, tmp_path):
+    hot, cold = pulsar_cluster["brokers"][0]["id"], pulsar_cluster["brokers"][1]["id"]
+    generator = traffic_generator(
+        [
+            BundleTraffic(bundle=0, topics=2, rate=80),
+            BundleTraffic(bundle=1, topics=2, rate=60),
+            BundleTraffic(bundle=3, rate=5),
+        ]
+    )
+    generator.place_bundles({0: hot, 1: hot, 3: cold})
+    generator.start()
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    client = PulsarAdminClient(pulsar_cluster["brokers"][0]["adminUrl"])
+
+    def hot_rate_in(snapshot_id):
+        data = load_data_for_snapshot(store, tmp_path, snapshot_id)
+        reported = data.brokers[hot].last_stats.items()
+        return data, sum(stats.msg_rate_in for bundle, stats in reported if bundle.startswith(generator.namespace))
+
+    # 280 msg/s are produced into the hot broker's bundles; wait until its report shows most of it,
+    # then take a few more snapshots so the bundle averages settle.
+    deadline = time.monotonic() + 120
+    while True:
+        result = collect(client, store, tmp_path)
+        data, rate = hot_rate_in(result.snapshot_id)
+        if rate > 200 or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert rate > 200, f"the generated traffic never showed up in the hot broker's load report ({rate} msg/s)"
+    for _ in range(3):
+        time.sleep(2)
+        result = collect(client, store, tmp_path)
+    data, _ = hot_rate_in(result.snapshot_id)
+
+    active = requests.get(f"{client.admin_url}/admin/v2/brokers/{pulsar_cluster['cluster']}", timeout=10).json()
+    assert result.cluster == pulsar_cluster["cluster"]
+    assert set(data.brokers) == set(active) and not result.partial
+    for broker_id in active:
+        reported = {b for b in data.brokers[broker_id].bundles if b.startswith(generator.namespace + "/")}
+        assert reported == owned_bundles(pulsar_cluster, broker_id, generator.namespace)
+    samples = read_samples(tmp_path, "bundles", result.cluster, up_to_snapshot=result.snapshot_id)
+    sampled = {row["bundle"] for row in samples.to_pylist() if row["snapshot_id"] == result.snapshot_id}
+    assert sampled == {bundle for report in data.brokers.values() for bundle in report.last_stats}
+    assert list_snapshots(store, result.cluster)[0]["id"] == result.snapshot_id
+
+    load_data_file = tmp_path / "load-data.json"
+    cli = [sys.executable, "-m", "planner.cli"]
+    dumped = subprocess.run(
+        [*cli, "load-data", "--snapshot", str(result.snapshot_id), "--db", f"sqlite:///{tmp_path / 'planner.db'}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PULSAR_REBALANCE_HOME": str(tmp_path), "PATH": "/usr/bin"},
+    )
+    load_data_file.write_text(dumped.stdout)
+    settings = [arg for key, value in UNIFORM_SETTINGS.items() for arg in ("--set", f"{key}={value}")]
+    shed = subprocess.run(
+        [*cli, "shed", "--load-data", str(load_data_file), "--strategy", "UniformLoadShedder", *settings],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from_cli = json.loads(shed.stdout)["runs"][0]["unloads"]
+    strategy = shedding_strategy("UniformLoadShedder")
+    outcome = strategy.run(data, PulsarConfig.from_settings(UNIFORM_SETTINGS), None)
+    assert from_cli == [unload.to_json() for unload in outcome.unloads]
+    assert from_cli, "a skewed cluster should give UniformLoadShedder something to move"
+    assert {unload["broker"] for unload in from_cli} == {hot}
+    client.close()
+    store.dispose()
+
+
+def test_collect_through_the_cli_registers_the_cluster_under_its_pulsar_name(pulsar_cluster, tmp_path: Path):
+    env = {"PULSAR_REBALANCE_HOME": str(tmp_path), "PATH": "/usr/bin"}
+    admin_url = pulsar_cluster["brokers"][1]["adminUrl"]
+    done = subprocess.run(
+        [sys.executable, "-m", "planner.cli", "collect", "--admin-url", admin_url],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    result = json.loads(done.stdout)
+    assert result["cluster"] == pulsar_cluster["cluster"]
+    assert result["brokers"] == len(pulsar_cluster["brokers"]) and result["partial"] is False
+    listed = subprocess.run(
+        [sys.executable, "-m", "planner.cli", "snapshots", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    assert json.loads(listed.stdout)["snapshots"][0]["id"] == result["snapshot"]
