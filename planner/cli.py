@@ -33,8 +33,12 @@ from planner.config import PulsarConfig, load_config
 from planner.errors import InputError
 from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import parse_json_document, read_load_data
+from planner.paths import planner_home
+from planner.plan_runner import PlanRequest, run_plan
+from planner.plan_store import list_plans, show_plan
+from planner.samples import samples_root
 from planner.shedding.registry import STRATEGIES, shedding_strategy
-from planner.store.database import Store, migration_heads, planner_home, upgrade
+from planner.store.database import Store, migration_heads, upgrade
 
 logger = logging.getLogger("pulsar_rebalance")
 
@@ -229,6 +233,67 @@ def command_db_upgrade(args: argparse.Namespace) -> None:
     _print_json({"database": store.safe_url, "upgraded": changed, "revision": sorted(migration_heads())})
 
 
+def command_plan(args: argparse.Namespace) -> None:
+    if args.words:
+        if len(args.words) != 2 or args.words[0] != "show":
+            raise InputError(
+                f"pulsar-rebalance plan: unexpected {' '.join(args.words)!r}; did you mean `plan show ID`?"
+            )
+        try:
+            plan_id = int(args.words[1])
+        except ValueError:
+            raise InputError(f"invalid plan id {args.words[1]!r}") from None
+        _print_json(show_plan(_store(args), plan_id))
+        return
+    if not args.cluster:
+        raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
+    config = _config(args)  # validates the settings before Spark starts
+    settings = config.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    request = PlanRequest(
+        clusters=tuple(args.cluster),
+        strategy=shedding_strategy(args.strategy).name,
+        settings={key: str(value) for key, value in settings.items()},
+        averaging=args.averaging,
+        history=args.history,
+        include_splits=not args.no_splits,
+    )
+    outcome = run_plan(_store(args), samples_root(planner_home()), request, master=args.master, run_id=args.run_id)
+    _print_json(
+        {
+            "plans": [
+                {
+                    "cluster": cluster,
+                    "plan": commit.plan_id,
+                    "created": commit.created,
+                    "stateVersion": commit.state_version,
+                    "actions": len(plan["actions"]),
+                }
+                for cluster, (commit, plan) in sorted(outcome.items())
+            ]
+        }
+    )
+
+
+def command_plans(args: argparse.Namespace) -> None:
+    _print_json({"plans": list_plans(_store(args), args.cluster, args.status, args.limit)})
+
+
+def command_local_cluster(args: argparse.Namespace) -> None:
+    from planner import local_cluster
+
+    try:
+        if args.action == "start":
+            _print_json(local_cluster.start(brokers=args.brokers))
+        elif args.action == "status":
+            _print_json(local_cluster.status() or {"running": False})
+        elif args.action == "stop":
+            local_cluster.stop()
+        else:
+            local_cluster.wipe()
+    except local_cluster.LocalClusterError as error:
+        raise InputError(f"local-cluster {args.action}: {error}") from None
+
+
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
 
@@ -294,6 +359,31 @@ def build_parser() -> argparse.ArgumentParser:
     load_data.add_argument("--snapshot", type=int, required=True)
     _add_store_options(load_data)
     load_data.set_defaults(handler=command_load_data)
+
+    plan = commands.add_parser("plan", help="plan with the Spark job and commit (or: plan show ID)")
+    plan.add_argument("words", nargs="*", metavar="show ID")
+    plan.add_argument("--cluster", action="append", default=[], help="repeatable")
+    plan.add_argument("--strategy", default="AvgShedder")
+    plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
+    plan.add_argument("--history", default="7d", help="how far back samples are read")
+    plan.add_argument("--master", default="local[*]", help="Spark master URL")
+    plan.add_argument("--run-id", help="identifies the run; a retried commit of the same run changes nothing")
+    plan.add_argument("--no-splits", action="store_true", help="plan unloads only")
+    _add_config_options(plan)
+    _add_store_options(plan)
+    plan.set_defaults(handler=command_plan)
+
+    plans = commands.add_parser("plans", help="list plans")
+    plans.add_argument("--cluster")
+    plans.add_argument("--status")
+    plans.add_argument("--limit", type=int, default=50)
+    _add_store_options(plans)
+    plans.set_defaults(handler=command_plans)
+
+    cluster = commands.add_parser("local-cluster", help="a real Pulsar cluster on 127.0.0.1 for trying things out")
+    cluster.add_argument("action", choices=["start", "status", "stop", "wipe"])
+    cluster.add_argument("--brokers", type=int, default=3, help="with start: how many brokers")
+    cluster.set_defaults(handler=command_local_cluster)
 
     database = commands.add_parser("db", help="store maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True, parser_class=_ArgumentParser)

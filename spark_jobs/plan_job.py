@@ -1,0 +1,321 @@
+"""The planning job: bundle averages at fleet scale with Spark, then each cluster's plan with the planner's
+pure functions, so Spark and the CLI always agree. It reads the samples dataset and writes one plan
+file per cluster; it never writes the database (the commit step does).
+
+Averaging modes:
+- `pulsar`: Pulsar's sample-count rule (10 short-term, 1000 long-term samples), the samples of each
+  bundle replayed in time order. The recurrence has a closed form, so it runs as one aggregation: a
+  bundle with m samples gives the sample r places from the newest the weight 1/m when m <= N, else
+  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N.
+- `window`: plain means over wall-clock windows ending at the plan time (short and long window).
+
+Run with spark-submit:
+  spark-submit spark_jobs/plan_job.py --samples DIR --input plan-input.json --output DIR
+or import `plan_clusters(spark, ...)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+SHORT_SAMPLES = 10
+LONG_SAMPLES = 1000
+RATE_COLUMNS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
+JSON_NAMES = {
+    "msg_rate_in": "msgRateIn",
+    "msg_throughput_in": "msgThroughputIn",
+    "msg_rate_out": "msgRateOut",
+    "msg_throughput_out": "msgThroughputOut",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Averaging:
+    mode: str = "pulsar"  # or "window"
+    short_window: timedelta = timedelta(hours=1)
+    long_window: timedelta = timedelta(days=1)
+
+    @classmethod
+    def parse(cls, text: str) -> Averaging:
+        """`pulsar`, or `window:1h,1d` (short and long window; units s, m, h, d)."""
+        if text == "pulsar":
+            return cls()
+        kind, _, spans = text.partition(":")
+        if kind != "window" or spans.count(",") != 1:
+            raise ValueError(f"averaging {text!r}: expected 'pulsar' or 'window:SHORT,LONG' such as window:1h,1d")
+        short, long = (parse_duration(span) for span in spans.split(","))
+        return cls("window", short, long)
+
+
+def parse_duration(text: str) -> timedelta:
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    text = text.strip()
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise ValueError(f"duration {text!r}: expected a number and one of s, m, h, d (e.g. 30m, 7d)")
+    return timedelta(**{units[text[-1]]: int(text[:-1])})
+
+
+def spark_session(master: str = "local[*]", app_name: str = "pulsar-rebalance-plan") -> SparkSession:
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def read_table(spark: SparkSession, samples: Path, table: str, clusters: Sequence[str], as_of: datetime) -> DataFrame:
+    frame = spark.read.option("basePath", str(samples / table)).parquet(str(samples / table))
+    return frame.where(F.col("cluster").isin(list(clusters)) & (F.col("taken_at") <= F.lit(as_of)))
+
+
+def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Column:
+    alpha = 1.0 / samples
+    decayed_old = F.pow(F.lit(1 - alpha), count - samples) / samples
+    return (
+        F.when(count <= samples, 1.0 / count)
+        .when(rank < count - samples, alpha * F.pow(F.lit(1 - alpha), rank))
+        .otherwise(decayed_old)
+    )
+
+
+def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -> DataFrame:
+    """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count."""
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc())
+    ranked = bundles.withColumn("rank", F.row_number().over(newest_first) - 1).withColumn(
+        "count", F.count(F.lit(1)).over(by_bundle)
+    )
+    aggregations = [F.max(F.when(F.col("rank") == 0, F.col("topics"))).alias("topics")]
+    if averaging.mode == "pulsar":
+        for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES)):
+            weight = _sample_count_weight(F.col("count"), F.col("rank"), samples)
+            aggregations += [F.sum(weight * F.col(c)).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
+            aggregations.append(F.least(F.max("count"), F.lit(samples)).alias(f"{prefix}_samples"))
+    else:
+        for prefix, span in (("short", averaging.short_window), ("long", averaging.long_window)):
+            inside = F.col("taken_at") > F.lit(as_of - span)
+            aggregations += [F.avg(F.when(inside, F.col(c))).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
+            aggregations.append(F.count(F.when(inside, F.lit(1))).alias(f"{prefix}_samples"))
+    return ranked.groupBy("cluster", "bundle").agg(*aggregations)
+
+
+def _latest(frame: DataFrame) -> DataFrame:
+    newest = frame.groupBy("cluster").agg(F.max("snapshot_id").alias("latest_snapshot"))
+    return frame.join(newest, "cluster").where(F.col("snapshot_id") == F.col("latest_snapshot"))
+
+
+def _bundle_data_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    def term(prefix: str, max_samples: int) -> dict[str, Any]:
+        document = {"maxSamples": max_samples, "numSamples": int(row[f"{prefix}_samples"] or 0)}
+        for column, name in JSON_NAMES.items():
+            value = row[f"{prefix}_{column}"]
+            document[name] = float(value) if value is not None else 0.0
+        return document
+
+    return {
+        "shortTermData": term("short", SHORT_SAMPLES),
+        "longTermData": term("long", LONG_SAMPLES),
+        "topics": int(row["topics"] or 0),
+    }
+
+
+def _broker_json(row: Mapping[str, Any], stats: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    def usage(name: str) -> dict[str, float]:
+        return {"usage": float(row[f"{name}_usage"]), "limit": float(row[f"{name}_limit"])}
+
+    return {
+        "cpu": usage("cpu"),
+        "memory": usage("memory"),
+        "directMemory": usage("direct_memory"),
+        "bandwidthIn": usage("bandwidth_in"),
+        "bandwidthOut": usage("bandwidth_out"),
+        "msgRateIn": float(row["msg_rate_in"]),
+        "msgRateOut": float(row["msg_rate_out"]),
+        "msgThroughputIn": float(row["msg_throughput_in"]),
+        "msgThroughputOut": float(row["msg_throughput_out"]),
+        "numTopics": int(row["num_topics"]),
+        "numBundles": int(row["num_bundles"]),
+        "numConsumers": int(row["num_consumers"]),
+        "numProducers": int(row["num_producers"]),
+        "lastUpdate": int(row["last_update"]),
+        "lastStats": dict(stats),
+        "bundles": sorted(stats),
+    }
+
+
+def _plan_group(
+    rows: Iterator[Any], inputs: Mapping[str, Any], strategy: str, now_millis: int, emit_load_data: bool
+) -> dict[str, Any]:
+    """Assemble one cluster's LoadData from its rows and run the planner on it (runs on an executor)."""
+    from planner.config import PulsarConfig
+    from planner.model import load_data_from_mapping
+    from planner.planning import make_plan
+
+    brokers: dict[str, dict[str, Any]] = {}
+    stats: dict[str, dict[str, dict[str, Any]]] = {}
+    bundle_data: dict[str, dict[str, Any]] = {}
+    cluster = None
+    latest_snapshot = None
+    for row in rows:
+        cluster = row["cluster"]
+        payload = json.loads(row["payload"])
+        if row["kind"] == "broker":
+            brokers[payload["broker"]] = payload["row"]
+            latest_snapshot = payload["row"]["snapshot_id"]
+        elif row["kind"] == "stats":
+            stats.setdefault(payload["broker"], {})[payload["bundle"]] = payload["stats"]
+        else:
+            bundle_data[payload["bundle"]] = _bundle_data_json(payload["row"])
+    assert cluster is not None
+    cluster_inputs = inputs.get(cluster, {})
+    document = {
+        "brokers": {broker: _broker_json(row, stats.get(broker, {})) for broker, row in brokers.items()},
+        "bundleData": {
+            bundle: data for bundle, data in bundle_data.items() if any(bundle in s for s in stats.values())
+        },
+        "recentlyUnloadedBundles": cluster_inputs.get("recentlyUnloadedBundles", {}),
+    }
+    load_data = load_data_from_mapping(document)
+    config = PulsarConfig.from_settings(cluster_inputs.get("settings", {}), source=f"settings of {cluster}")
+    plan = make_plan(
+        cluster,
+        load_data,
+        config,
+        strategy,
+        cluster_inputs.get("state"),
+        now_millis=now_millis,
+        include_splits=cluster_inputs.get("includeSplits", True),
+        namespace_bundle_counts=cluster_inputs.get("namespaceBundleCounts"),
+        seed=int(latest_snapshot or 0),
+    )
+    result = {"plan": plan.to_json(), "snapshot": latest_snapshot}
+    if emit_load_data:
+        result["loadData"] = load_data.model_dump(by_alias=True, mode="json")
+    return result
+
+
+def plan_clusters(
+    spark: SparkSession,
+    samples: Path,
+    clusters: Sequence[str],
+    strategy: str,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    averaging: Averaging = Averaging(),
+    history: timedelta = timedelta(days=7),
+    as_of: datetime | None = None,
+    emit_load_data: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Plans for the clusters, keyed by cluster: `{"plan": ..., "snapshot": id[, "loadData": ...]}`.
+
+    `inputs[cluster]` carries what the store knows: `state`, `settings` (Pulsar keys),
+    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`.
+    """
+    as_of = as_of or datetime.now(UTC)
+    inputs = dict(inputs or {})
+    bundles = read_table(spark, samples, "bundles", clusters, as_of).where(F.col("taken_at") > F.lit(as_of - history))
+    brokers = read_table(spark, samples, "brokers", clusters, as_of)
+    latest_brokers = _latest(brokers)
+    latest_stats = bundles.join(latest_brokers.select("cluster", "latest_snapshot").distinct(), "cluster").where(
+        F.col("snapshot_id") == F.col("latest_snapshot")
+    )
+    averages = bundle_averages(bundles, averaging, as_of)
+
+    broker_columns = [c for c in brokers.columns if c not in ("cluster", "date", "taken_at", "latest_snapshot")]
+    average_columns = [c for c in averages.columns if c != "cluster"]
+    rows = (
+        latest_brokers.select(
+            "cluster",
+            F.lit("broker").alias("kind"),
+            F.to_json(F.struct(F.col("broker"), F.struct(*broker_columns).alias("row"))).alias("payload"),
+        )
+        .unionByName(
+            latest_stats.select(
+                "cluster",
+                F.lit("stats").alias("kind"),
+                F.to_json(
+                    F.struct(
+                        F.col("broker"),
+                        F.col("bundle"),
+                        F.struct(
+                            F.col("msg_rate_in").alias("msgRateIn"),
+                            F.col("msg_throughput_in").alias("msgThroughputIn"),
+                            F.col("msg_rate_out").alias("msgRateOut"),
+                            F.col("msg_throughput_out").alias("msgThroughputOut"),
+                            F.col("consumer_count").alias("consumerCount"),
+                            F.col("producer_count").alias("producerCount"),
+                            F.col("topics"),
+                        ).alias("stats"),
+                    )
+                ).alias("payload"),
+            )
+        )
+        .unionByName(
+            averages.select(
+                "cluster",
+                F.lit("average").alias("kind"),
+                F.to_json(F.struct(F.col("bundle"), F.struct(*average_columns).alias("row"))).alias("payload"),
+            )
+        )
+    )
+    now_millis = int(as_of.timestamp() * 1000)
+
+    def plan_partition(frame_rows: Iterator[Any]) -> Iterator[Any]:
+        result = _plan_group(frame_rows, inputs, strategy, now_millis, emit_load_data)
+        yield (result["plan"]["cluster"], json.dumps(result))
+
+    planned = (
+        rows.rdd.map(lambda row: (row["cluster"], row)).groupByKey().flatMap(lambda item: plan_partition(iter(item[1])))
+    )
+    return {cluster: json.loads(document) for cluster, document in planned.collect()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Plan rebalances for clusters from the samples dataset.")
+    parser.add_argument("--samples", type=Path, required=True, help="the samples dataset root")
+    parser.add_argument("--input", type=Path, required=True, help="JSON: clusters, strategy and per-cluster inputs")
+    parser.add_argument("--output", type=Path, required=True, help="directory for plan-<cluster>.json files")
+    parser.add_argument("--master", default=None, help="Spark master (spark-submit's --master wins)")
+    args = parser.parse_args(argv)
+    request = json.loads(args.input.read_text())
+    spark = spark_session(args.master) if args.master else SparkSession.builder.getOrCreate()
+    try:
+        plans = plan_clusters(
+            spark,
+            args.samples,
+            request["clusters"],
+            request["strategy"],
+            inputs=request.get("inputs", {}),
+            averaging=Averaging.parse(request.get("averaging", "pulsar")),
+            history=parse_duration(request.get("history", "7d")),
+            as_of=datetime.fromisoformat(request["asOf"]) if request.get("asOf") else None,
+            emit_load_data=request.get("emitLoadData", False),
+        )
+    finally:
+        spark.stop()
+    args.output.mkdir(parents=True, exist_ok=True)
+    for cluster, result in plans.items():
+        (args.output / f"plan-{cluster}.json").write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""One local Spark session for the Spark tests (starting one takes seconds)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from spark_jobs.plan_job import spark_session
+
+    session = spark_session("local[2]", "pulsar-rebalance-tests")
+    yield session
+    session.stop()

@@ -1,0 +1,236 @@
+"""The Spark planning job: its averages equal Pulsar's update rule, its plan equals `shed` on the
+LoadData it built, and hit counters carry across runs through the store."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from planner.model import BundleData, NamespaceBundleStats
+from planner.plan_runner import PlanRequest, commit_job_output, job_request, run_plan
+from planner.plan_store import StaleStateError, commit_plan, read_state
+from planner.samples import samples_root, write_snapshot_samples
+from planner.store.database import Store
+from planner.store.models import Cluster, Plan, Snapshot
+from planner.time_average import update_bundle_data
+from spark_jobs.plan_job import Averaging, plan_clusters
+from tests.builders import broker, bundle
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def write_history(home, cluster, snapshots, reports_at, first_id=1):
+    for index in range(snapshots):
+        write_snapshot_samples(home, cluster, first_id + index, T0 + timedelta(minutes=index), reports_at(index))
+
+
+def replay(samples):
+    data = BundleData()
+    for sample in samples:
+        data = update_bundle_data(data, sample)
+    return data
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def test_sample_count_averages_equal_pulsars_update_rule(spark, tmp_path):
+    rng = random.Random(11)
+    names = [bundle(i) for i in range(4)]
+    history = {name: [] for name in names}
+
+    def reports_at(index):
+        stats = {}
+        for position, name in enumerate(names):
+            # bundle 3 is missing from some snapshots: it gets no sample then, as on Pulsar's leader
+            if position == 3 and index % 7 == 0:
+                continue
+            sample = NamespaceBundleStats(
+                msg_rate_in=rng.uniform(0, 5000),
+                msg_rate_out=rng.uniform(0, 5000),
+                msg_throughput_in=rng.uniform(0, 1e8),
+                msg_throughput_out=rng.uniform(0, 1e8),
+                topics=position + 2,
+            )
+            history[name].append(sample)
+            stats[name] = sample
+        return {"a:8080": broker(bundles=stats, last_stats=stats), "b:8080": broker()}
+
+    write_history(tmp_path, "eq", 1040, reports_at)
+    results = plan_clusters(
+        spark, samples_root(tmp_path), ["eq"], "UniformLoadShedder", as_of=T0 + timedelta(days=1), emit_load_data=True
+    )
+    built = results["eq"]["loadData"]["bundleData"]
+    for name in names:
+        expected = replay(history[name])
+        for term, got in (("short", built[name]["shortTermData"]), ("long", built[name]["longTermData"])):
+            want = expected.short_term_data if term == "short" else expected.long_term_data
+            assert got["numSamples"] == want.num_samples
+            for field, value in (
+                ("msgRateIn", want.msg_rate_in),
+                ("msgRateOut", want.msg_rate_out),
+                ("msgThroughputIn", want.msg_throughput_in),
+                ("msgThroughputOut", want.msg_throughput_out),
+            ):
+                assert close(got[field], value), (name, term, field, got[field], value)
+        assert built[name]["topics"] == history[name][-1].topics
+
+
+def test_window_averages_are_plain_means_over_wall_clock_windows(spark, tmp_path):
+    name = bundle(0)
+
+    def reports_at(index):
+        stats = {name: NamespaceBundleStats(msg_rate_in=float(index), topics=2)}
+        return {"a:8080": broker(bundles=stats, last_stats=stats)}
+
+    write_history(tmp_path, "win", 120, reports_at)  # one sample a minute, values 0..119
+    as_of = T0 + timedelta(minutes=119)
+    results = plan_clusters(
+        spark,
+        samples_root(tmp_path),
+        ["win"],
+        "UniformLoadShedder",
+        as_of=as_of,
+        averaging=Averaging.parse("window:10m,1h"),
+        emit_load_data=True,
+    )
+    data = results["win"]["loadData"]["bundleData"][name]
+    assert data["shortTermData"]["msgRateIn"] == pytest.approx(sum(range(110, 120)) / 10)
+    assert data["longTermData"]["msgRateIn"] == pytest.approx(sum(range(60, 120)) / 60)
+    assert data["longTermData"]["numSamples"] == 60
+
+
+def skewed_reports(gap):
+    """Two brokers with a stable score gap; the hot one has 8 bundles of 1000 msg/s."""
+    hot_names = [bundle(i, "t/hot") for i in range(8)]
+    stats = {n: NamespaceBundleStats(msg_rate_in=800, msg_rate_out=200, topics=3) for n in hot_names}
+    cold = {bundle(0, "t/cold"): NamespaceBundleStats(msg_rate_in=50, topics=2)}
+    return lambda _index: {
+        "hot:8080": broker(cpu=(20 + gap, 100), rate_in=6400, rate_out=1600, bundles=stats, last_stats=stats),
+        "cold:8080": broker(cpu=(20, 100), rate_in=50, bundles=cold, last_stats=cold),
+    }
+
+
+def test_the_plan_equals_shed_on_the_load_data_the_job_built(spark, tmp_path):
+    write_history(tmp_path, "same", 12, skewed_reports(50))
+    state = {"strategy": "AvgShedder", "highHitCount": {"hot:8080": 1, "cold:8080": 1}, "lowHitCount": {}}
+    results = plan_clusters(
+        spark,
+        samples_root(tmp_path),
+        ["same"],
+        "AvgShedder",
+        emit_load_data=True,
+        as_of=T0 + timedelta(hours=1),
+        inputs={"same": {"state": state}},
+    )
+    plan = results["same"]["plan"]
+    (tmp_path / "load-data.json").write_text(json.dumps(results["same"]["loadData"]))
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    shed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner.cli",
+            "shed",
+            "--load-data",
+            str(tmp_path / "load-data.json"),
+            "--strategy",
+            "AvgShedder",
+            "--state-in",
+            str(tmp_path / "state.json"),
+            "--state-out",
+            str(tmp_path / "after.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    unloads = json.loads(shed.stdout)["runs"][0]["unloads"]
+    assert unloads, "a 50-point gap with a primed counter must fire"
+    assert [(a["source"], a["bundle"], a["destination"]) for a in plan["actions"] if a["kind"] == "unload"] == [
+        (u["broker"], u["bundle"], u["destination"]) for u in unloads
+    ]
+    assert plan["stateAfter"] == json.loads((tmp_path / "after.json").read_text())
+    hot, cold = (next(b for b in plan["brokers"] if b["broker"] == name) for name in ("hot:8080", "cold:8080"))
+    assert hot["msgRateAfter"] < hot["msgRateBefore"] and cold["msgRateAfter"] > cold["msgRateBefore"]
+    assert hot["scoreAfter"] < hot["scoreBefore"]
+
+
+def register(store, home, cluster, snapshot_id):
+    """The store rows the collector would have written for this history (cluster and latest snapshot)."""
+    archive = home / f"{cluster}.json.gz"
+    with gzip.open(archive, "wt") as handle:
+        json.dump({"bundleBoundaries": {}}, handle)
+    with store.session() as session:
+        row = Cluster(name=cluster, admin_url="http://127.0.0.1:1")
+        session.add(row)
+        session.flush()
+        session.add(
+            Snapshot(
+                id=snapshot_id,
+                cluster_id=row.id,
+                taken_at=T0,
+                brokers=2,
+                bundles=9,
+                partial=False,
+                missing_brokers={},
+                archive_path=str(archive),
+            )
+        )
+
+
+def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spark, tmp_path):
+    write_history(tmp_path, "high", 12, skewed_reports(50))  # gap >= 40: fires on the 2nd run
+    write_history(tmp_path, "mid", 12, skewed_reports(25), first_id=101)  # 15 <= gap < 40: fires on the 8th run
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    register(store, tmp_path, "high", 12)
+    register(store, tmp_path, "mid", 112)
+    request = PlanRequest(clusters=("high", "mid"), strategy="AvgShedder", settings={}, history="30d")
+    fired = {"high": [], "mid": []}
+    for run in range(8):
+        outcome = run_plan(store, samples_root(tmp_path), request, spark=spark, run_id=f"run-{run}")
+        for cluster, (commit, plan) in outcome.items():
+            assert commit.created and commit.state_version == run + 1
+            fired[cluster].append(any(action["kind"] == "unload" for action in plan["actions"]))
+        low = read_state(store, "mid", "AvgShedder").state["lowHitCount"]
+        assert low == ({} if run == 7 else {"hot:8080": run + 1, "cold:8080": run + 1})
+    assert fired["high"] == [False, True, False, True, False, True, False, True]
+    assert fired["mid"] == [False] * 7 + [True]
+
+    # A retried commit of the same run changes nothing.
+    document = job_request(store, request)
+    again = run_plan(store, samples_root(tmp_path), request, spark=spark, run_id="run-7")
+    assert all(not commit.created for commit, _ in again.values())
+    assert read_state(store, "mid", "AvgShedder").version == 8
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(Plan)) == 16
+    assert document["stateVersions"] == {"high": 8, "mid": 8}
+
+
+def test_a_concurrent_run_fails_cleanly_on_the_state_version(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    plan = {"cluster": "c", "strategy": "AvgShedder", "actions": [], "stateAfter": {"lowHitCount": {"a:1": 1}}}
+    first = commit_plan(store, plan, admin_url="http://x:1", run_key="one", expected_version=0)
+    assert first.created and first.state_version == 1
+    with pytest.raises(StaleStateError, match="another plan run committed first"):
+        commit_plan(
+            store,
+            {**plan, "stateAfter": {"lowHitCount": {"a:1": 5}}},
+            admin_url="http://x:1",
+            run_key="two",
+            expected_version=0,
+        )
+    assert read_state(store, "c", "AvgShedder").state == {"lowHitCount": {"a:1": 1}}
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(Plan)) == 1
+    assert commit_job_output  # the DAG's commit entry point exists alongside
