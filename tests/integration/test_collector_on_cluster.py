@@ -15,7 +15,9 @@ import requests
 from planner.admin_client import PulsarAdminClient
 from planner.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig
-from planner.samples import read_samples
+from planner.plan_runner import PlanRequest, run_plan
+from planner.plan_store import read_state, show_plan
+from planner.samples import read_samples, samples_root
 from planner.shedding.registry import shedding_strategy
 from planner.store.database import Store
 from planner.traffic import BundleTraffic
@@ -126,3 +128,26 @@ def test_collect_through_the_cli_registers_the_cluster_under_its_pulsar_name(pul
         env=env,
     )
     assert json.loads(listed.stdout)["snapshots"][0]["id"] == result["snapshot"]
+
+
+@pytest.mark.spark
+def test_the_spark_job_plans_from_the_real_clusters_snapshots(pulsar_cluster, traffic_generator, spark, tmp_path):
+    hot = pulsar_cluster["brokers"][0]["id"]
+    generator = traffic_generator([BundleTraffic(bundle=0, topics=2, rate=60), BundleTraffic(bundle=2, topics=2)])
+    generator.place_bundles({0: hot, 2: hot})
+    generator.start()
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    client = PulsarAdminClient(pulsar_cluster["brokers"][0]["adminUrl"])
+    snapshots = []
+    for _ in range(3):
+        snapshots.append(collect(client, store, tmp_path))
+        time.sleep(2)
+    request = PlanRequest(clusters=(pulsar_cluster["cluster"],), strategy="AvgShedder", settings={}, history="1d")
+    [(commit, plan)] = run_plan(store, samples_root(tmp_path), request, spark=spark).values()
+    assert commit.created and commit.state_version == 1
+    assert {broker["broker"] for broker in plan["brokers"]} == {b["id"] for b in pulsar_cluster["brokers"]}
+    shown = show_plan(store, commit.plan_id)
+    assert shown["snapshot"] == snapshots[-1].snapshot_id and shown["strategy"] == "AvgShedder"
+    assert read_state(store, pulsar_cluster["cluster"], "AvgShedder").version == 1
+    client.close()
+    store.dispose()

@@ -1,4 +1,4 @@
-"""One local Spark session for the Spark tests (starting one takes seconds)."""
+"""Fixtures shared by every test folder: one local Spark session (starting one takes seconds)."""
 
 from __future__ import annotations
 
