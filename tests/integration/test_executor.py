@@ -1,0 +1,181 @@
+"""The executor on the real local cluster: exactly the approved actions, each once, re-checked first."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import select
+
+from planner.admin_client import AdminError, PulsarAdminClient
+from planner.bundles.bundle_range import BundleName
+from planner.errors import InputError
+from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.plan_store import commit_plan, show_plan
+from planner.planning import actions_hash
+from planner.store.database import Store
+from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
+from planner.traffic import BundleTraffic
+
+pytestmark = pytest.mark.integration
+
+FAST = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+
+
+class CountingClient(PulsarAdminClient):
+    """The real client, counting the unloads it sends (and optionally failing them: fault injection)."""
+
+    def __init__(self, *args, fail_unloads=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.unloads: list[str] = []
+        self.fail_unloads = fail_unloads
+
+    def unload_bundle(self, namespace, bundle_range, destination=None):
+        if self.fail_unloads:
+            raise AdminError(
+                "127.0.0.1", "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_range}/unload", "injected failure", 503
+            )
+        self.unloads.append(f"{namespace}/{bundle_range}")
+        super().unload_bundle(namespace, bundle_range, destination)
+
+
+@pytest.fixture
+def setup(pulsar_cluster, traffic_generator, tmp_path):
+    source, destination = pulsar_cluster["brokers"][0]["id"], pulsar_cluster["brokers"][1]["id"]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=5) for i in range(4)])
+    generator.place_bundles({i: source for i in range(4)})
+    generator.start()  # clients look the bundles up again after each unload
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    bundles = [
+        f"{generator.namespace}/0x{generator.boundaries[i]:08x}_0x{generator.boundaries[i + 1]:08x}" for i in range(4)
+    ]
+    return pulsar_cluster, generator, store, bundles, source, destination
+
+
+def approved_plan(store, cluster, bundles, source, destination):
+    actions = [
+        {
+            "kind": "unload",
+            "bundle": bundle,
+            "source": source,
+            "destination": destination,
+            "msgRate": 10.0,
+            "throughput": 1000.0,
+            "reason": "test",
+        }
+        for bundle in bundles
+    ]
+    plan = {"cluster": cluster["cluster"], "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
+    committed = commit_plan(
+        store, plan, admin_url=cluster["brokers"][0]["adminUrl"], run_key=f"t-{time.time()}", expected_version=0
+    )
+    record_decision(store, committed.plan_id, approved=True, approver="alice", approved_hash=actions_hash(actions))
+    return committed.plan_id
+
+
+def owners(client, cluster, bundles):
+    found = {}
+    for broker in client.active_brokers(cluster["cluster"]):
+        for bundle in client.owned_bundles(cluster["cluster"], broker):
+            if bundle in bundles:
+                found[bundle] = broker
+    return found
+
+
+def test_approved_unloads_land_on_their_destination_with_audit_rows(setup):
+    cluster, _, store, bundles, source, destination = setup
+    plan_id = approved_plan(store, cluster, bundles[:3], source, destination)
+    client = CountingClient(cluster["brokers"][0]["adminUrl"])
+    report = execute_plan(store, client, plan_id, FAST)
+    assert report.status == "executed", report
+    assert all(owners(client, cluster, bundles[:3]).get(b) == destination for b in bundles[:3])
+    assert owners(client, cluster, bundles)[bundles[3]] == source
+    assert show_plan(store, plan_id)["status"] == "executed"
+    with store.session() as session:
+        events = [e.event for e in session.scalars(select(AuditEvent).order_by(AuditEvent.id))]
+        assert "plan.approved" in events and events.count("action.succeeded") == 3
+        assert {row.bundle for row in session.scalars(select(RecentlyUnloaded))} == set(bundles[:3])
+
+
+def test_killed_after_each_action_and_rerun_executes_each_exactly_once(setup):
+    cluster, _, store, bundles, source, destination = setup
+    plan_id = approved_plan(store, cluster, bundles[:3], source, destination)
+    client = CountingClient(cluster["brokers"][0]["adminUrl"])
+
+    class Killed(BaseException):
+        pass
+
+    def kill(_seconds):
+        raise Killed
+
+    settings = ExecutorSettings(actions_per_minute=6000, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+    runs = 0
+    while True:
+        runs += 1
+        try:
+            report = execute_plan(store, client, plan_id, settings, sleep=kill)
+            break
+        except Killed:
+            continue
+    # Killed at every pause: between actions and while verifying an unload that was already sent.
+    assert runs >= 3 and report.status == "executed"
+    assert sorted(client.unloads) == sorted(bundles[:3])  # each unload sent exactly once
+    with store.session() as session:
+        for action in session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id)):
+            query = select(ActionExecution).where(ActionExecution.action_id == action.id)
+            statuses = [a.status for a in session.scalars(query.order_by(ActionExecution.attempt))]
+            assert statuses.count("succeeded") == 1 and statuses[-1] == "succeeded", (action.bundle, statuses)
+            assert set(statuses) <= {"interrupted", "succeeded"}
+        succeeded = session.scalars(select(AuditEvent).where(AuditEvent.event == "action.succeeded"))
+        assert len(list(succeeded)) == 3
+
+
+def test_a_bundle_moved_by_someone_else_is_skipped_with_a_reason(setup):
+    cluster, generator, store, bundles, source, destination = setup
+    third = cluster["brokers"][2]["id"]
+    plan_id = approved_plan(store, cluster, bundles[:2], source, destination)
+    moved = BundleName.parse(bundles[0]).range
+    generator.move_bundle(str(moved), generator.topics_in(moved)[0], third)
+    report = execute_plan(store, CountingClient(cluster["brokers"][0]["adminUrl"]), plan_id, FAST)
+    assert report.results[0] == "skipped" and f"owned by {third}" in report.reasons[0]
+    assert report.results[1] == "succeeded"
+
+
+def test_admin_failures_are_retried_boundedly_then_the_plan_stops_partial(setup):
+    cluster, _, store, bundles, source, destination = setup
+    plan_id = approved_plan(store, cluster, bundles, source, destination)
+    client = CountingClient(cluster["brokers"][0]["adminUrl"], fail_unloads=True)
+    settings = ExecutorSettings(actions_per_minute=0, max_failures=2, attempts_per_action=2)
+    report = execute_plan(store, client, plan_id, settings)
+    assert report.status == "partial"
+    assert [report.results[i] for i in range(4)] == ["failed", "failed", "not-run", "not-run"]
+    with store.session() as session:
+        assert len(list(session.scalars(select(ActionExecution)))) == 4  # 2 actions x 2 attempts
+    assert show_plan(store, plan_id)["status"] == "partial"
+
+
+def test_a_plan_needs_an_approval_of_its_exact_actions(setup):
+    cluster, _, store, bundles, source, destination = setup
+    actions = [
+        {
+            "kind": "unload",
+            "bundle": bundles[0],
+            "source": source,
+            "destination": destination,
+            "msgRate": 1.0,
+            "throughput": 1.0,
+            "reason": "test",
+        }
+    ]
+    plan = {"cluster": cluster["cluster"], "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
+    committed = commit_plan(store, plan, admin_url="http://x:1", run_key="exact", expected_version=0)
+    client = CountingClient(cluster["brokers"][0]["adminUrl"])
+    with pytest.raises(InputError, match="not approved"):
+        execute_plan(store, client, committed.plan_id, FAST)
+    with pytest.raises(InputError, match="does not match"):
+        record_decision(store, committed.plan_id, approved=True, approver="bob", approved_hash="0" * 64)
+    record_decision(store, committed.plan_id, approved=False, approver="bob", approved_hash="0" * 64)
+    assert show_plan(store, committed.plan_id)["status"] == "rejected"
+    with pytest.raises(InputError, match="not approved"):
+        execute_plan(store, client, committed.plan_id, FAST)
+    assert client.unloads == []
