@@ -1,0 +1,97 @@
+"""Plan, approve, execute and report, one DAG per configured cluster (wiring only; logic in planner).
+
+prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
+(default Reject after the response timeout) → execute → report.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import Param, dag, task
+from airflow.task.trigger_rule import TriggerRule
+
+from planner import airflow_tasks
+
+PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
+RESPONSE_TIMEOUT = timedelta(hours=4)
+
+
+def build(cluster: str) -> None:
+    @dag(
+        dag_id=f"pulsar_rebalance_plan_{cluster}",
+        schedule=airflow_tasks.plan_schedule(),
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pulsar-rebalance", "plan", cluster],
+        params={
+            "strategy": Param(
+                "AvgShedder", enum=["AvgShedder", "UniformLoadShedder", "ThresholdShedder", "OverloadShedder"]
+            ),
+            "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
+            "base_url": Param("http://127.0.0.1:8080", type="string", description="Airflow UI address for links"),
+        },
+    )
+    def plan_dag() -> None:
+        @task
+        def prepare(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.prepare_plan(cluster, params["strategy"], params["settings"], run_id)
+
+        paths = prepare()
+        spark_job = SparkSubmitOperator(
+            task_id="spark_plan",
+            application=PLAN_JOB,
+            conn_id="spark_default",
+            name=f"pulsar-rebalance-plan-{cluster}",
+            application_args=[
+                "--samples",
+                "{{ ti.xcom_pull(task_ids='prepare')['samples'] }}",
+                "--input",
+                "{{ ti.xcom_pull(task_ids='prepare')['input'] }}",
+                "--output",
+                "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
+            ],
+            conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
+            env_vars={"SPARK_LOCAL_IP": "127.0.0.1"},
+        )
+
+        @task
+        def commit(paths: dict, params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.commit_plan_output(cluster, paths, run_id, params["base_url"])
+
+        @task.short_circuit
+        def has_actions(summary: dict) -> bool:
+            return summary["actions"] > 0
+
+        summary = commit(paths)
+        paths >> spark_job >> summary
+        gate = ApprovalOperator(
+            task_id="approve",
+            subject="{{ ti.xcom_pull(task_ids='commit')['subject'] }}",
+            body="{{ ti.xcom_pull(task_ids='commit')['markdown'] }}",
+            defaults=["Reject"],
+            response_timeout=RESPONSE_TIMEOUT,
+            assigned_users=airflow_tasks.approvers() or None,
+        )
+
+        @task
+        def execute(summary: dict, decision: dict) -> dict:
+            return airflow_tasks.execute_approved(cluster, summary, decision)
+
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def report(summary: dict, decision: dict | None) -> dict:
+            return airflow_tasks.report_outcome(cluster, summary, decision)
+
+        has_actions(summary) >> gate
+        executed = execute(summary, gate.output)
+        executed >> report(summary, gate.output)
+
+    plan_dag()
+
+
+for configured in airflow_tasks.configured_clusters():
+    build(configured)

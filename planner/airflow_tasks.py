@@ -1,0 +1,211 @@
+"""What the DAG tasks do. DAG files only wire these together; Airflow is imported lazily so the
+planner works without it.
+
+Pulsar admin endpoints and credentials come from one Airflow Connection per cluster
+(`pulsar_<cluster>`): host = admin URL, password = token (or login + password for basic auth),
+extra `{"ca_file": ..., "verify_tls": true}`. The store URL comes from the `pulsar_rebalance_db`
+Connection or `PULSAR_REBALANCE_DB_URL`. Task return values (XCom) carry ids and summaries only,
+never credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from planner.clusters import ClusterSettings
+from planner.collector import collect
+from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.paths import planner_home
+from planner.plan_runner import PlanRequest, commit_job_output, job_request
+from planner.plan_store import show_plan
+from planner.samples import samples_root
+from planner.store.database import Store, default_database_url
+
+CONNECTION_PREFIX = "pulsar_"
+DB_CONNECTION = "pulsar_rebalance_db"
+
+
+def configured_clusters() -> list[str]:
+    """The clusters the DAGs serve (`PULSAR_REBALANCE_CLUSTER_NAMES`, comma-separated; default `local`)."""
+    names = os.environ.get("PULSAR_REBALANCE_CLUSTER_NAMES", "local")
+    return [name.strip() for name in names.split(",") if name.strip()]
+
+
+def approvers() -> list[dict[str, str]]:
+    """Users allowed to answer the approval gate (`PULSAR_REBALANCE_APPROVERS`); empty means anyone."""
+    names = [name.strip() for name in os.environ.get("PULSAR_REBALANCE_APPROVERS", "").split(",") if name.strip()]
+    return [{"id": name, "name": name} for name in names]
+
+
+def plan_schedule() -> str:
+    """`hourly` (default) or `nightly` (`PULSAR_REBALANCE_PLAN_PROFILE`), or a cron expression."""
+    profile = os.environ.get("PULSAR_REBALANCE_PLAN_PROFILE", "hourly")
+    return {"hourly": "0 * * * *", "nightly": "0 2 * * *"}.get(profile, profile)
+
+
+def cluster_settings(cluster: str) -> ClusterSettings:
+    from airflow.sdk import BaseHook
+
+    connection = BaseHook.get_connection(f"{CONNECTION_PREFIX}{cluster}")
+    host = connection.host or ""
+    if "://" not in host:
+        scheme = "https" if (connection.conn_type or "").endswith("s") else "http"
+        host = f"{scheme}://{host}"
+    if connection.port:
+        host = f"{host.rstrip('/')}:{connection.port}"
+    extra = connection.extra_dejson
+    basic = extra.get("auth") == "basic"
+    return ClusterSettings(
+        name=cluster,
+        admin_url=host.rstrip("/"),
+        token=SecretStr(connection.password) if connection.password and not basic else None,
+        username=connection.login if basic else None,
+        password=SecretStr(connection.password) if basic and connection.password else None,
+        ca_file=extra.get("ca_file"),
+        verify_tls=extra.get("verify_tls", True),
+    )
+
+
+def store() -> Store:
+    url = os.environ.get("PULSAR_REBALANCE_DB_URL")
+    if not url:
+        from airflow.exceptions import AirflowNotFoundException
+        from airflow.sdk import BaseHook
+
+        try:
+            url = BaseHook.get_connection(DB_CONNECTION).get_uri()
+        except AirflowNotFoundException:
+            url = default_database_url()
+    return Store(url)
+
+
+def collect_cluster(cluster: str) -> dict[str, Any]:
+    settings = cluster_settings(cluster)
+    with settings.client() as client:
+        return collect(client, store(), planner_home(), cluster, actor="airflow:collect").to_json()
+
+
+def prepare_plan(cluster: str, strategy: str, settings: dict[str, Any], run_id: str) -> dict[str, str]:
+    """Write the Spark job's input for this run; returns the paths the job and the commit step use."""
+    run_dir = planner_home() / "runs" / cluster / run_id.replace(":", "_").replace("+", "_")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    request = PlanRequest(
+        clusters=(cluster,), strategy=strategy, settings={key: str(value) for key, value in settings.items()}
+    )
+    (run_dir / "input.json").write_text(json.dumps(job_request(store(), request)))
+    return {"samples": str(samples_root(planner_home())), "input": str(run_dir / "input.json"), "output": str(run_dir)}
+
+
+def approval_markdown(plan: dict[str, Any], plan_url: str) -> str:
+    lines = [
+        f"**{plan['strategy']}** plan for cluster **{plan['cluster']}**: {len(plan['actions'])} action(s). "
+        f"[Open the plan page]({plan_url})",
+        "",
+        "| # | kind | bundle | from | to | msg/s | bytes/s | reason |",
+        "|---|---|---|---|---|---:|---:|---|",
+    ]
+    for index, action in enumerate(plan["actions"], 1):
+        lines.append(
+            f"| {index} | {action['kind']} | `{action['bundle']}` | {action['source']} | "
+            f"{action['destination'] or '—'} | {action['msgRate']:.0f} | {action['throughput']:.0f} | "
+            f"{action['reason']} |"
+        )
+    lines += [
+        "",
+        "Predicted per-broker load:",
+        "",
+        "| broker | score before | score after | msg/s before | msg/s after |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for broker in plan["brokers"]:
+        lines.append(
+            f"| {broker['broker']} | {broker['scoreBefore']:.1f} | {broker['scoreAfter']:.1f} | "
+            f"{broker['msgRateBefore']:.0f} | {broker['msgRateAfter']:.0f} |"
+        )
+    fired = [pair for pair in plan.get("pairs", []) if pair["fired"]]
+    if fired:
+        lines += [
+            "",
+            "Firing AvgShedder pairs:",
+            "",
+            "| overloaded | underloaded | gap | low hits | high hits |",
+            "|---|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {p['overloaded']} | {p['underloaded']} | {p['gap']:.1f} | {p['lowHits']} | {p['highHits']} |"
+            for p in fired
+        ]
+    return "\n".join(lines)
+
+
+def commit_plan_output(cluster: str, paths: dict[str, str], run_id: str, base_url: str) -> dict[str, Any]:
+    """Store the job's plan and the new state (idempotent per run); returns what the gate shows."""
+    output = Path(paths["output"])
+    result = json.loads((output / f"plan-{cluster}.json").read_text())
+    request = json.loads(Path(paths["input"]).read_text())
+    committed = commit_job_output(store(), request, {cluster: result}, run_id)[cluster]
+    plan = result["plan"]
+    plan_url = f"{base_url.rstrip('/')}/pulsar-planner/plans/{committed.plan_id}"
+    return {
+        "plan": committed.plan_id,
+        "created": committed.created,
+        "actions": len(plan["actions"]),
+        "actionsHash": plan["actionsHash"],
+        "subject": f"Rebalance {cluster}: {len(plan['actions'])} action(s) planned by {plan['strategy']}",
+        "markdown": approval_markdown(plan, plan_url),
+    }
+
+
+def _decision(gate_output: dict[str, Any] | None) -> tuple[bool, str | None, datetime | None]:
+    if not gate_output:
+        return False, None, None
+    approved = "Approve" in (gate_output.get("chosen_options") or [])
+    user = gate_output.get("responded_by_user") or {}
+    responded_at = gate_output.get("responded_at")
+    if isinstance(responded_at, str):
+        responded_at = datetime.fromisoformat(responded_at)
+    return approved, user.get("name") or user.get("id"), responded_at
+
+
+def execute_approved(cluster: str, summary: dict[str, Any], gate_output: dict[str, Any]) -> dict[str, Any]:
+    approved, approver, decided_at = _decision(gate_output)
+    if not approved:
+        return {"plan": summary["plan"], "status": "rejected"}
+    planner_store = store()
+    record_decision(
+        planner_store,
+        summary["plan"],
+        approved=True,
+        approver=approver,
+        approved_hash=summary["actionsHash"],
+        decided_at=decided_at,
+    )
+    settings = cluster_settings(cluster)
+    with settings.client() as client:
+        report = execute_plan(planner_store, client, summary["plan"], ExecutorSettings(), actor=f"airflow:{approver}")
+    return report.to_json()
+
+
+def report_outcome(cluster: str, summary: dict[str, Any], gate_output: dict[str, Any] | None) -> dict[str, Any]:
+    """After the gate: record a rejection (or timeout), or measure the cluster again after execution."""
+    approved, approver, decided_at = _decision(gate_output)
+    planner_store = store()
+    if not approved:
+        record_decision(
+            planner_store,
+            summary["plan"],
+            approved=False,
+            approver=approver,
+            approved_hash=summary["actionsHash"],
+            decided_at=decided_at,
+        )
+        return {"plan": summary["plan"], "status": "rejected", "by": approver or "timeout"}
+    after = collect_cluster(cluster)
+    plan = show_plan(planner_store, summary["plan"])
+    return {"plan": summary["plan"], "status": plan["status"], "snapshotAfter": after["snapshot"]}

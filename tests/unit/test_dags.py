@@ -1,0 +1,50 @@
+"""The DAG files import cleanly and are wired as documented."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dagbag(tmp_path_factory):
+    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+    os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow")))
+    os.environ["PULSAR_REBALANCE_CLUSTER_NAMES"] = "local,prod-east"
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS))
+
+
+def test_dag_files_import_without_errors(dagbag):
+    assert dagbag.import_errors == {}
+    assert set(dagbag.dag_ids) == {
+        "pulsar_rebalance_collect",
+        "pulsar_rebalance_plan_local",
+        "pulsar_rebalance_plan_prod-east",
+    }
+
+
+def test_collect_dag_runs_every_five_minutes_with_one_task_per_cluster(dagbag):
+    dag = dagbag.dags["pulsar_rebalance_collect"]
+    assert dag.timetable.expression == "*/5 * * * *"
+    assert dag.max_active_runs == 1 and not dag.catchup
+    assert set(dag.task_dict) == {"clusters", "collect"}
+    assert "pulsar-rebalance" in dag.tags
+
+
+def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dagbag):
+    dag = dagbag.dags["pulsar_rebalance_plan_local"]
+    assert dag.timetable.expression == "0 * * * *"
+    assert dag.max_active_runs == 1 and not dag.catchup
+    assert set(dag.task_dict) == {"prepare", "spark_plan", "commit", "has_actions", "approve", "execute", "report"}
+    gate = dag.task_dict["approve"]
+    assert gate.defaults == ["Reject"] and gate.options == ["Approve", "Reject"]
+    assert gate.response_timeout.total_seconds() == 4 * 3600
+    assert dag.task_dict["execute"].upstream_task_ids == {"approve", "commit"}
+    assert dag.task_dict["spark_plan"]._conn_id == "spark_default"
+    assert dag.task_dict["report"].trigger_rule == "all_done"
