@@ -6,6 +6,7 @@ prepare → Spark job (spark-submit on `spark_default`) → commit → [empty pl
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from airflow.task.trigger_rule import TriggerRule
 from planner import airflow_tasks
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
-RESPONSE_TIMEOUT = timedelta(hours=4)
+RESPONSE_TIMEOUT = timedelta(seconds=int(os.environ.get("PULSAR_REBALANCE_APPROVAL_TIMEOUT", 4 * 3600)))
 
 
 def build(cluster: str) -> None:
@@ -82,13 +83,13 @@ def build(cluster: str) -> None:
         def execute(summary: dict, decision: dict) -> dict:
             return airflow_tasks.execute_approved(cluster, summary, decision)
 
+        # Not a direct downstream of the gate (a Reject skips those): it reads the decision itself.
         @task(trigger_rule=TriggerRule.ALL_DONE)
-        def report(summary: dict, decision: dict | None) -> dict:
-            return airflow_tasks.report_outcome(cluster, summary, decision)
+        def report(summary: dict, ti=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.report_outcome(cluster, summary, ti.xcom_pull(task_ids="approve"))
 
         has_actions(summary) >> gate
-        executed = execute(summary, gate.output)
-        executed >> report(summary, gate.output)
+        execute(summary, gate.output) >> report(summary)
 
     plan_dag()
 

@@ -46,5 +46,6 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     assert gate.defaults == ["Reject"] and gate.options == ["Approve", "Reject"]
     assert gate.response_timeout.total_seconds() == 4 * 3600
     assert dag.task_dict["execute"].upstream_task_ids == {"approve", "commit"}
+    assert dag.task_dict["report"].upstream_task_ids == {"execute", "commit"}
     assert dag.task_dict["spark_plan"]._conn_id == "spark_default"
     assert dag.task_dict["report"].trigger_rule == "all_done"

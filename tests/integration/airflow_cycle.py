@@ -1,0 +1,55 @@
+"""Run one plan DAG in-process with `dag.test()` and answer its approval gate through Airflow's REST API.
+
+Usage (in an environment where AIRFLOW_HOME points at a migrated metadata database):
+    python airflow_cycle.py DAG_ID DECISION CONF_JSON
+DECISION is Approve, Reject or none (leave the gate to its timeout). Prints the run state as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+
+
+def answer_gate(decision: str, stop: threading.Event) -> None:
+    from airflow.api_fastapi.app import create_app
+    from fastapi.testclient import TestClient
+
+    client = TestClient(create_app(apps="core"))
+    while not stop.is_set():
+        pending = client.get("/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
+        details = pending.json().get("hitl_details", []) if pending.status_code == 200 else []
+        if details:
+            detail = details[0]
+            task_instance = detail["task_instance"]
+            time.sleep(3)  # answering within a second of the gate appearing can race the scheduler loop
+            path = (
+                f"/api/v2/dags/{task_instance['dag_id']}/dagRuns/{task_instance['dag_run_id']}/taskInstances/"
+                f"{task_instance['task_id']}/{task_instance['map_index']}/hitlDetails"
+            )
+            response = client.patch(path, json={"chosen_options": [decision], "params_input": {}})
+            print(json.dumps({"answered": decision, "status": response.status_code}), file=sys.stderr)
+            return
+        time.sleep(1)
+
+
+def main() -> int:
+    dag_id, decision, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag()
+    dag = bag.dags[dag_id]
+    stop = threading.Event()
+    if decision != "none":
+        threading.Thread(target=answer_gate, args=(decision, stop), daemon=True).start()
+    run = dag.test(run_conf=conf)
+    stop.set()
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    print(json.dumps({"state": str(run.state), "tasks": states}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
