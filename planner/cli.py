@@ -294,6 +294,64 @@ def command_local_cluster(args: argparse.Namespace) -> None:
         raise InputError(f"local-cluster {args.action}: {error}") from None
 
 
+def command_simulate(args: argparse.Namespace) -> None:
+    # Imported here: numpy and the simulator load only for this command.
+    from planner.config import parse_assignments, read_properties
+    from planner.simulator import report
+    from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
+    from planner.simulator.scenario import builtin_scenarios, load_scenario
+
+    if bool(args.all) == bool(args.scenario):
+        raise InputError("simulate needs either --scenario NAME or --all")
+    if args.all and args.plot:
+        raise InputError("--plot draws one scenario; with --all use --markdown FILE (plots go beside it)")
+    for name, value in (("--minutes", args.minutes), ("--cadence", args.cadence)):
+        if value is not None and value < 1:
+            raise InputError(f"invalid {name} {value}: must be at least 1")
+    if args.target is not None and not args.target > 0:
+        raise InputError(f"invalid --target {args.target}: must be a positive number of points")
+    policies = [parse_policy(text).name for text in args.policies or DEFAULT_POLICIES]
+    if len(set(policies)) != len(policies):
+        raise InputError("invalid --policy: a policy is given twice")
+    overrides: dict[str, str] = {}
+    if args.broker_conf is not None:
+        known = PulsarConfig.known_keys()
+        overrides.update({k: v for k, v in read_properties(args.broker_conf).items() if k in known})
+    overrides.update(parse_assignments(args.settings))
+    PulsarConfig.from_settings(overrides, source="--set")  # bad values fail before anything runs
+    names = [*builtin_scenarios(), "random:1", "random:2"] if args.all else [args.scenario]
+    scenarios = [load_scenario(name) for name in names]
+    comparisons = [
+        report.compare(
+            scenario,
+            policies,
+            seed=args.seed,
+            minutes=args.minutes,
+            cadence_minutes=args.cadence,
+            target_spread=args.target,
+            overrides=overrides,
+        )
+        for scenario in scenarios
+    ]
+    if args.plot:
+        report.write_plot(comparisons[0], args.plot)
+    if args.markdown:
+        # The command that regenerates the document, as the document itself records it.
+        words = ["pulsar-rebalance simulate", "--all" if args.all else f"--scenario {args.scenario}"]
+        words += [f"--policy {policy}" for policy in args.policies]
+        options = (("--minutes", args.minutes), ("--cadence", args.cadence), ("--target", args.target))
+        words += [f"{name} {value}" for name, value in options if value is not None]
+        words += [f"--seed {args.seed}"] if args.seed != 1 else []
+        words += [f"--set {setting}" for setting in args.settings]
+        words += [f"--markdown {args.markdown}"]
+        report.write_evaluation(comparisons, args.markdown, " ".join(words))
+    if args.json:
+        documents = [report.to_json(comparison) for comparison in comparisons]
+        _print_json(documents[0] if not args.all else {"scenarios": {d["scenario"]: d for d in documents}})
+    else:
+        print("\n\n".join(report.text_table(comparison) for comparison in comparisons))
+
+
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
 
@@ -384,6 +442,27 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("action", choices=["start", "status", "stop", "wipe"])
     cluster.add_argument("--brokers", type=int, default=3, help="with start: how many brokers")
     cluster.set_defaults(handler=command_local_cluster)
+
+    simulate = commands.add_parser("simulate", help="compare shedding policies on a simulated cluster")
+    simulate.add_argument("--scenario", help="a shipped scenario, a .toml file, or random:SEED")
+    simulate.add_argument("--all", action="store_true", help="every shipped scenario plus random:1 and random:2")
+    simulate.add_argument(
+        "--policy",
+        dest="policies",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="Strategy[+Placement] (in-broker, every minute) or offline:Strategy[@MINUTES]; repeatable",
+    )
+    simulate.add_argument("--minutes", type=int, help="simulated minutes (default: the scenario's)")
+    simulate.add_argument("--seed", type=int, default=1, help="traffic, sizes and placement draws (default 1)")
+    simulate.add_argument("--cadence", type=int, help="minutes between offline plans (default: the scenario's, 60)")
+    simulate.add_argument("--target", type=float, help="balanced = spread below this many points")
+    simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
+    simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
+    _add_config_options(simulate)
+    simulate.set_defaults(handler=command_simulate)
 
     database = commands.add_parser("db", help="store maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True, parser_class=_ArgumentParser)

@@ -109,3 +109,4 @@ def test_rejected_plan_runs_nothing(pulsar_cluster, airflow_env, skewed):
         assert plan.status == "rejected"
         events = [e.event for e in session.scalars(select(AuditEvent))]
     assert "plan.rejected" in events and not any(event.startswith("action.") for event in events)
+

@@ -1,0 +1,554 @@
+"""The simulation loop: one-minute steps of traffic, load reports, leader averages and a policy.
+
+Each minute, in this order:
+
+1. broker events (stops reassign the broker's bundles through the placement pipeline, as the
+   clients' lookups do; starts bring an empty broker that writes its first report);
+2. traffic for the minute, each live broker's load (its own cores and costs), live scores recorded;
+3. each broker writes its report if it changed by more than the report threshold or is older than the
+   maximum interval (§1.1); each write is one leader `updateAll()` that samples every bundle (§1.4);
+4. the policy: an in-broker shedding cycle (§1.5) on the leader's view with Pulsar's placement
+   (§1.6, `planner.placement.pipeline`), or, at its cadence, one of this product's offline plans
+   (`planner.planning.make_plan` on freshly collected reports), approved at once and executed.
+
+A moved bundle serves its traffic from the destination from the next minute on.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.broker_score import broker_usage
+from planner.config import MIB, PulsarConfig
+from planner.errors import InputError
+from planner.model import LoadData, LocalBrokerData
+from planner.placement import least_long_term_message_rate, least_resource_usage_with_weight
+from planner.placement.pipeline import PlacementSession, select_broker
+from planner.planning import make_plan
+from planner.shedding import avg_shedder
+from planner.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
+from planner.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
+from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
+from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
+from planner.simulator.scenario import Scenario, World, build_world
+from planner.simulator.traffic import Minute, Traffic
+
+# 2026-01-01T00:00:00Z: a fixed clock, so recently-unloaded timestamps and results are reproducible.
+EPOCH_MILLIS = 1_767_225_600_000
+MINUTE_MILLIS = 60_000
+KBIT_PER_BYTE = 8 / 1024
+OFFLINE_PREFIX = "offline:"
+
+_PLACEMENTS = {
+    least_long_term_message_rate.NAME: least_long_term_message_rate.JAVA_CLASS,
+    least_resource_usage_with_weight.NAME: least_resource_usage_with_weight.JAVA_CLASS,
+    avg_shedder.NAME: avg_shedder.JAVA_CLASS,
+}
+# The placement each shedder is run with in Pulsar deployments (AvgShedder needs itself, §2).
+DEFAULT_PLACEMENT = {
+    "ThresholdShedder": least_resource_usage_with_weight.NAME,
+    "UniformLoadShedder": least_long_term_message_rate.NAME,
+    "OverloadShedder": least_long_term_message_rate.NAME,
+    "AvgShedder": avg_shedder.NAME,
+}
+DEFAULT_POLICIES = (
+    "ThresholdShedder",
+    "UniformLoadShedder",
+    "OverloadShedder",
+    "AvgShedder",
+    "offline:AvgShedder",
+    "offline:UniformLoadShedder",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """`Strategy[+Placement]`: Pulsar's in-broker shedding every minute; `offline:Strategy[@MINUTES]`:
+    this product's plans at a cadence, approved immediately."""
+
+    name: str
+    strategy: SheddingStrategy
+    offline: bool
+    placement: str | None = None
+    cadence_minutes: int | None = None
+
+    def cluster_config(self, base: PulsarConfig) -> PulsarConfig:
+        """The brokers' configuration: the shedder and placement for in-broker policies, else as given."""
+        if self.offline:
+            return base
+        placement = self.placement or DEFAULT_PLACEMENT[self.strategy.name]
+        return base.with_settings(
+            {
+                "loadBalancerLoadSheddingStrategy": self.strategy.java_class,
+                "loadBalancerLoadPlacementStrategy": _PLACEMENTS[placement],
+            }
+        )
+
+
+def parse_policy(text: str) -> Policy:
+    text = text.strip()
+    if text.startswith(OFFLINE_PREFIX):
+        body, _, cadence_text = text[len(OFFLINE_PREFIX) :].partition("@")
+        cadence = None
+        if cadence_text:
+            try:
+                cadence = int(cadence_text.removesuffix("m"))
+            except ValueError:
+                cadence = 0
+            if cadence < 1:
+                raise InputError(f"invalid policy {text!r}: the cadence after @ must be a positive number of minutes")
+        strategy = shedding_strategy(body)
+        suffix = f"@{cadence}" if cadence else ""
+        return Policy(f"{OFFLINE_PREFIX}{strategy.name}{suffix}", strategy, True, cadence_minutes=cadence)
+    body, _, placement = text.partition("+")
+    strategy = shedding_strategy(body)
+    if placement:
+        placement = placement.rsplit(".", 1)[-1]
+        if placement not in _PLACEMENTS:
+            known = ", ".join(sorted(_PLACEMENTS))
+            raise InputError(f"invalid policy {text!r}: placement {placement!r} is not one of {known}")
+        if (placement == avg_shedder.NAME) != (strategy.name == avg_shedder.NAME):
+            # Pulsar refuses to start with AvgShedder placement under another shedder (§2).
+            raise InputError(f"invalid policy {text!r}: AvgShedder placement needs AvgShedder shedding")
+        return Policy(f"{strategy.name}+{placement}", strategy, False, placement=placement)
+    return Policy(strategy.name, strategy, False)
+
+
+def known_policies() -> list[str]:
+    return [s.name for s in STRATEGIES] + [OFFLINE_PREFIX + s.name for s in STRATEGIES]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    scenario: str
+    policy: str
+    seed: int
+    minutes: int
+    target_spread: float
+    brokers: tuple[str, ...]
+    scores: np.ndarray  # (minutes + 1, brokers): live score per minute; the last row after the last moves
+    moves: tuple[MoveRecord, ...]
+    rounds: tuple[RoundRecord, ...]
+    metrics: Metrics
+
+
+@dataclass
+class _Live:
+    """A broker's load this minute; the full report is built only when it is written or collected."""
+
+    usage: float  # weighted max usage (fraction), as the strategies compute it
+    msg_rate: float
+    throughput: float
+    rows: np.ndarray
+    stats: np.ndarray
+    topics: np.ndarray
+    names: list[str]
+    usage_report: LocalBrokerData
+    now_millis: int
+    _report: LocalBrokerData | None = None
+
+    @property
+    def report(self) -> LocalBrokerData:
+        if self._report is None:
+            self._report = full_report(
+                self.usage_report, names=self.names, stats=self.stats, topics=self.topics, now_millis=self.now_millis
+            )
+        return self._report
+
+
+@dataclass
+class _Written:
+    """A broker's last written report (what the leader sees) and the minute it was written."""
+
+    live: _Live
+    minute: int
+
+    @property
+    def report(self) -> LocalBrokerData:
+        return self.live.report
+
+
+@dataclass
+class _LeaderMemory:
+    """What the leader keeps in memory and loses when leadership moves (§1.5 step 4)."""
+
+    session: PlacementSession
+    shedding_state: Any
+    recently_unloaded: dict[str, int] = field(default_factory=dict)
+
+
+class Simulation:
+    """One scenario under one policy; `run()` returns the trace and the metrics."""
+
+    def __init__(
+        self,
+        world: World,
+        policy: Policy,
+        config: PulsarConfig,
+        *,
+        seed: int,
+        minutes: int,
+        cadence_minutes: int,
+        target_spread: float,
+    ) -> None:
+        self.world = world
+        self.policy = policy
+        self.config = policy.cluster_config(config)
+        self.plan_config = config
+        self.seed = seed
+        self.minutes = minutes
+        self.cadence = (
+            (policy.cadence_minutes or cadence_minutes) if policy.offline else self.config.shedding_interval_minutes
+        )
+        self.target_spread = target_spread
+        brokers, bundles = world.brokers, world.bundles
+        self.ids = brokers.ids
+        self.names = bundles.names
+        self.traffic = Traffic(bundles, seed)
+        self.owner = bundles.initial_owner.copy()
+        self.alive = brokers.join_at == 0
+        self.up_since = np.where(self.alive, 0, -1)
+        self.written: dict[int, _Written] = {}
+        self.force_write: set[int] = set(np.flatnonzero(self.alive).tolist())
+        self.averages = BundleAverages(self.names)
+        self.bundle_view = BundleDataView(self.averages)
+        self.rng = random.Random(seed * 7919 + 17)
+        self.leader: int | None = None
+        self.memory = self._fresh_memory()
+        self.offline_state: Mapping[str, Any] | None = None
+        self.offline_recent: dict[str, int] = {}
+        self.scores = np.full((minutes + 1, len(self.ids)), np.nan)
+        self.last_spike = np.full(len(self.ids), -(10**9))
+        self.moves: list[MoveRecord] = []
+        self.orphaned_from: dict[int, int] = {}
+        self.rounds: list[RoundRecord] = []
+        self._last_traffic: Minute | None = None
+        self._elect()
+
+    # --- leader ---------------------------------------------------------------------------------
+
+    def _fresh_memory(self) -> _LeaderMemory:
+        return _LeaderMemory(PlacementSession(self.rng), self.policy.strategy.initial_state())
+
+    def _elect(self) -> None:
+        """The longest-running broker leads; a new leader starts with empty strategy memory."""
+        candidates = np.flatnonzero(self.alive).tolist()
+        leader = min(candidates, key=lambda b: (self.up_since[b], self.ids[b])) if candidates else None
+        if leader != self.leader:
+            self.leader = leader
+            self.memory = self._fresh_memory()
+
+    def _leader_view(self) -> LoadData:
+        return LoadData.model_construct(
+            brokers={self.ids[b]: w.report for b, w in sorted(self.written.items())},
+            bundle_data=self.bundle_view,
+            recently_unloaded_bundles=dict(self.memory.recently_unloaded),
+        )
+
+    def _update_all(self) -> None:
+        reports = [(w.live.rows, w.live.stats, w.live.topics) for _, w in sorted(self.written.items())]
+        self.averages.update_all(reports)
+        # A bundle stops being "preallocated" once its new owner reports it (ModularLoadManagerImpl).
+        session = self.memory.session
+        kept: dict[str, list[Any]] = {}
+        for broker_id, items in session.preallocated.items():
+            written = next((w for b, w in self.written.items() if self.ids[b] == broker_id), None)
+            if written is None:
+                continue
+            remaining = [item for item in items if item[0] not in written.report.bundles]
+            if remaining:
+                kept[broker_id] = remaining
+        session.preallocated = kept
+
+    # --- moves ----------------------------------------------------------------------------------
+
+    def _move(self, row: int, destination: int, minute: int, forced: bool) -> None:
+        source = int(self.owner[row])
+        if source < 0:
+            source = self.orphaned_from.pop(row, -1)
+        self.owner[row] = destination
+        spike = not forced and source >= 0 and self.last_spike[source] >= minute - self.world.scenario.spike_lag_minutes
+        self.moves.append(
+            MoveRecord(
+                minute=minute,
+                bundle=self.names[row],
+                source=self.ids[source] if source >= 0 else None,
+                destination=self.ids[destination],
+                topics=int(self.world.bundles.topics[row]),
+                forced=forced,
+                spike=bool(spike),
+            )
+        )
+
+    def _place_orphans(self, minute: int) -> None:
+        """Bundles without an owner are looked up by their clients: the leader places each (§1.6)."""
+        orphans = np.flatnonzero(self.owner < 0).tolist()
+        if not orphans or self.leader is None:
+            return
+        view = self._leader_view()
+        if not view.brokers:
+            return
+        index = {broker_id: b for b, broker_id in enumerate(self.ids)}
+        for row in orphans:
+            chosen = select_broker(self.names[row], view, self.config, self.memory.session)
+            if chosen is not None:
+                self._move(row, index[chosen], minute, forced=True)
+
+    # --- one minute -----------------------------------------------------------------------------
+
+    def _apply_events(self, minute: int) -> None:
+        changed = False
+        for event in self.world.events:
+            if event.minute != minute:
+                continue
+            b = event.broker
+            if event.up and not self.alive[b]:
+                self.alive[b] = True
+                self.up_since[b] = minute
+                self.force_write.add(b)
+                changed = True
+            elif not event.up and self.alive[b]:
+                self.alive[b] = False
+                self.up_since[b] = -1
+                self.written.pop(b, None)
+                self.force_write.discard(b)
+                for row in np.flatnonzero(self.owner == b).tolist():
+                    self.orphaned_from[row] = b
+                    self.owner[row] = -1
+                changed = True
+        if changed:
+            self._elect()
+            if self.written:
+                self._update_all()  # the broker's znode change is a metadata notification too
+
+    def _live(self, traffic: Minute, now_millis: int) -> dict[int, _Live]:
+        brokers, bundles = self.world.brokers, self.world.bundles
+        stats = traffic.stats
+        owned = self.owner >= 0
+        owner = self.owner[owned]
+        messages = stats[owned, 0] + stats[owned, 1]
+        throughput = stats[owned, 2] + stats[owned, 3]
+        cost = messages * brokers.cpu_per_msg[owner] + throughput / MIB * brokers.cpu_per_mib[owner]
+        count = len(self.ids)
+        cpu = (np.bincount(owner, weights=cost, minlength=count) + brokers.background * brokers.cores).tolist()
+        bandwidth_in = (np.bincount(owner, weights=stats[owned, 2], minlength=count) * KBIT_PER_BYTE).tolist()
+        bandwidth_out = (np.bincount(owner, weights=stats[owned, 3], minlength=count) * KBIT_PER_BYTE).tolist()
+        order = np.argsort(self.owner, kind="stable")
+        bounds = np.searchsorted(self.owner[order], np.arange(count + 1)).tolist()
+        cpu_limit = (brokers.cores * 100).tolist()
+        nic_limit = (brokers.nic_gbps * 1024 * 1024).tolist()
+        live: dict[int, _Live] = {}
+        for b in np.flatnonzero(self.alive).tolist():
+            rows = order[bounds[b] : bounds[b + 1]]
+            row_stats = stats[rows]
+            totals = row_stats.sum(axis=0).tolist() if len(rows) else [0.0, 0.0, 0.0, 0.0]
+            report = usage_report(
+                cpu_usage=cpu[b],
+                cpu_limit=cpu_limit[b],
+                bandwidth_in=bandwidth_in[b],
+                bandwidth_out=bandwidth_out[b],
+                bandwidth_limit=nic_limit[b],
+            )
+            live[b] = _Live(
+                usage=broker_usage(report, self.config),
+                msg_rate=totals[0] + totals[1],
+                throughput=totals[2] + totals[3],
+                rows=rows,
+                stats=row_stats,
+                topics=bundles.topics[rows],
+                names=[self.names[row] for row in rows.tolist()],
+                usage_report=report,
+                now_millis=now_millis,
+            )
+        return live
+
+    def _needs_write(self, b: int, live: _Live, minute: int) -> bool:
+        """`needBrokerDataUpdate` (§1.1): the max interval passed, or a change beyond the threshold."""
+        old = self.written.get(b)
+        if old is None or b in self.force_write:
+            return True
+        if minute - old.minute >= self.config.report_update_max_interval_minutes:
+            return True
+        before = old.live
+        change = max(
+            100.0 * abs(before.usage - live.usage),
+            _percent_change(before.msg_rate, live.msg_rate),
+            _percent_change(before.throughput, live.throughput),
+            _percent_change(len(before.rows), len(live.rows)),
+        )
+        return change > self.config.report_update_threshold_percentage
+
+    def _write_reports(self, live: Mapping[int, _Live], minute: int) -> None:
+        for b in sorted(live):
+            if self._needs_write(b, live[b], minute):
+                self.written[b] = _Written(live[b], minute)
+                self.force_write.discard(b)
+                self._update_all()
+
+    def _record(self, row: int, live: Mapping[int, _Live]) -> None:
+        for b, entry in live.items():
+            self.scores[row, b] = entry.usage * 100
+
+    def step(self, minute: int) -> None:
+        now_millis = EPOCH_MILLIS + minute * MINUTE_MILLIS
+        self._apply_events(minute)
+        self._place_orphans(minute)
+        traffic = self.traffic.minute(minute)
+        self._last_traffic = traffic
+        live = self._live(traffic, now_millis)
+        self._record(minute, live)
+        spiking_owners = self.owner[traffic.spiking & (self.owner >= 0)]
+        self.last_spike[np.unique(spiking_owners)] = minute
+        self._write_reports(live, minute)
+        if self.leader is None or len(live) <= 1 or minute % self.cadence != 0:
+            return
+        if self.policy.offline:
+            self._offline_plan(minute, now_millis, live)
+        elif self.written:
+            self._shedding_cycle(minute, now_millis)
+
+    def run(self) -> RunResult:
+        for minute in range(self.minutes):
+            self.step(minute)
+        # The final row: the load after the last minute's moves, with the last minute's traffic.
+        assert self._last_traffic is not None  # minutes >= 1
+        final = self._live(self._last_traffic, EPOCH_MILLIS + self.minutes * MINUTE_MILLIS)
+        self._record(self.minutes, final)
+        scenario = self.world.scenario
+        metrics = compute_metrics(
+            self.scores,
+            self.moves,
+            self.rounds,
+            target_spread=self.target_spread,
+            threshold=float(self.config.broker_threshold_shedder_percentage),
+            broker_ids=self.ids,
+        )
+        return RunResult(
+            scenario=scenario.name,
+            policy=self.policy.name,
+            seed=self.seed,
+            minutes=self.minutes,
+            target_spread=self.target_spread,
+            brokers=self.ids,
+            scores=self.scores,
+            moves=tuple(self.moves),
+            rounds=tuple(self.rounds),
+            metrics=metrics,
+        )
+
+    # --- policies -------------------------------------------------------------------------------
+
+    def _shedding_cycle(self, minute: int, now_millis: int) -> None:
+        """`doLoadShedding` on the leader (§1.5), with the placement pipeline choosing destinations."""
+        memory = self.memory
+        grace = self.config.shedding_grace_period_millis
+        memory.recently_unloaded = {
+            bundle: at for bundle, at in memory.recently_unloaded.items() if now_millis - at <= grace
+        }
+        view = self._leader_view()
+        outcome = self.policy.strategy.run(view, self.config, memory.shedding_state)
+        memory.shedding_state = outcome.state
+        session = memory.session
+        if self.policy.strategy.name == avg_shedder.NAME:
+            session.avg_shedder = placement_state_after_shedding(outcome)
+        index = {broker_id: b for b, broker_id in enumerate(self.ids)}
+        sources, destinations = [], []
+        for unload in outcome.unloads:
+            destination = select_broker(unload.bundle, view, self.config, session)
+            if destination is None or destination == unload.broker:
+                continue  # Pulsar skips an unload whose destination is its source
+            row = self.averages.index[unload.bundle]
+            memory.recently_unloaded[unload.bundle] = now_millis
+            if self.owner[row] == index[destination]:
+                continue
+            self._move(row, index[destination], minute, forced=False)
+            sources.append(self.moves[-1].source or unload.broker)
+            destinations.append(destination)
+        # Planned destinations serve one shedding attempt (PR #26246; earlier releases lose them soon too).
+        session.avg_shedder = AvgShedderPlacementState()
+        if sources:
+            self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
+
+    def _offline_plan(self, minute: int, now_millis: int, live: Mapping[int, _Live]) -> None:
+        """This product's scheduled run: collect reports, plan, approve, execute the unloads."""
+        snapshot = LoadData.model_construct(
+            brokers={self.ids[b]: entry.report for b, entry in sorted(live.items())},
+            bundle_data=self.bundle_view,
+            recently_unloaded_bundles=dict(self.offline_recent),
+        )
+        plan = make_plan(
+            "simulated",
+            snapshot,
+            self.plan_config,
+            self.policy.strategy.name,
+            self.offline_state,
+            now_millis=now_millis,
+            include_splits=False,
+            seed=self.seed * 100_003 + minute,
+        )
+        self.offline_state = plan.state_after
+        grace = self.plan_config.shedding_grace_period_millis
+        self.offline_recent = {b: at for b, at in self.offline_recent.items() if now_millis - at <= grace}
+        index = {broker_id: b for b, broker_id in enumerate(self.ids)}
+        sources, destinations = [], []
+        for action in plan.actions:
+            if action.kind != "unload" or action.destination is None:
+                continue
+            row = self.averages.index[action.bundle]
+            target = index.get(action.destination)
+            owner = int(self.owner[row])
+            # The executor's preconditions: still owned by the planned source, destination still active.
+            if target is None or not self.alive[target] or owner < 0 or self.ids[owner] != action.source:
+                continue
+            self._move(row, target, minute, forced=False)
+            self.offline_recent[action.bundle] = now_millis
+            sources.append(action.source)
+            destinations.append(action.destination)
+        if sources:
+            self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
+
+
+def _percent_change(old: float, new: float) -> float:
+    if old == 0:
+        return 0.0 if new == 0 else float("inf")
+    return 100.0 * abs((old - new) / old)
+
+
+def base_config(scenario: Scenario, overrides: Mapping[str, Any] | None = None) -> PulsarConfig:
+    """The scenario's Pulsar settings with the caller's on top (e.g. the CLI's --set)."""
+    settings = {key: value for key, value in scenario.settings.items()}
+    settings.update(overrides or {})
+    return PulsarConfig.from_settings(settings, source=f"settings of scenario {scenario.name}")
+
+
+def simulate(
+    scenario: Scenario,
+    policy: str | Policy,
+    *,
+    seed: int = 1,
+    minutes: int | None = None,
+    cadence_minutes: int | None = None,
+    target_spread: float | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run one policy on one scenario; deterministic for a seed."""
+    parsed = parse_policy(policy) if isinstance(policy, str) else policy
+    length = minutes or scenario.minutes
+    if length < 1:
+        raise InputError(f"invalid --minutes {length}: must be at least 1")
+    world = build_world(scenario, seed, minutes=length)
+    simulation = Simulation(
+        world,
+        parsed,
+        base_config(scenario, overrides),
+        seed=seed,
+        minutes=length,
+        cadence_minutes=cadence_minutes or scenario.offline_cadence_minutes,
+        target_spread=target_spread or scenario.target_spread,
+    )
+    return simulation.run()

@@ -1,0 +1,137 @@
+"""What a run is judged by: time and rounds to balance, moves, over-unloading, over-placement, peaks.
+
+These are the costs a platform team pays for rebalancing: every move disconnects the bundle's
+clients, moves caused by a two-minute spike are pure waste, and a source pushed far below the
+average (or a destination pushed far above it) means the next round has to move traffic back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class MoveRecord:
+    minute: int
+    bundle: str
+    source: str | None
+    destination: str
+    topics: int
+    forced: bool  # reassigned because its broker stopped, not chosen by the policy
+    spike: bool  # the source hosted a spiking bundle within the scenario's spike lag
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "minute": self.minute,
+            "bundle": self.bundle,
+            "source": self.source,
+            "destination": self.destination,
+            "topics": self.topics,
+            "forced": self.forced,
+            "spike": self.spike,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """A shedding cycle or an executed plan that moved at least one bundle."""
+
+    minute: int
+    sources: tuple[str, ...]
+    destinations: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    minutes_to_balance: int | None  # first minute from which the spread stays below the target; None: never
+    plans_to_balance: int | None  # rounds with moves before that minute
+    moves: int  # bundles the policy moved
+    spike_moves: int
+    forced_moves: int  # bundles reassigned because their broker stopped (same for every policy, roughly)
+    disconnections: int  # topics whose clients were disconnected by the policy's moves
+    over_unloading: int  # (round, source) pairs where the source ended below average - threshold
+    over_placement: int  # (round, destination) pairs where the destination ended above average + threshold
+    peak_score: float
+    final_spread: float
+    rounds: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "minutesToBalance": self.minutes_to_balance,
+            "plansToBalance": self.plans_to_balance,
+            "moves": self.moves,
+            "spikeMoves": self.spike_moves,
+            "overUnloading": self.over_unloading,
+            "overPlacement": self.over_placement,
+            "finalSpread": round(self.final_spread, 2),
+            "peakScore": round(self.peak_score, 2),
+            "disconnections": self.disconnections,
+            "forcedMoves": self.forced_moves,
+            "rounds": self.rounds,
+        }
+
+
+def spreads(scores: np.ndarray) -> np.ndarray:
+    """max - min live score per row, over the brokers that are up (0 with fewer than two)."""
+    up = ~np.isnan(scores)
+    result = np.zeros(len(scores))
+    for row in np.flatnonzero(up.sum(axis=1) >= 2).tolist():
+        values = scores[row, up[row]]
+        result[row] = float(values.max() - values.min())
+    return result
+
+
+def compute_metrics(
+    scores: np.ndarray,
+    moves: Sequence[MoveRecord],
+    rounds: Sequence[RoundRecord],
+    *,
+    target_spread: float,
+    threshold: float,
+    broker_ids: Sequence[str],
+) -> Metrics:
+    """`scores[t]` is the live score of each broker at minute t (NaN while down); row t + 1 is what a
+    round at minute t ended with."""
+    spread = spreads(scores)
+    above = np.flatnonzero(spread >= target_spread)
+    balanced_from: int | None
+    if len(above) == 0:
+        balanced_from = 0
+    elif above[-1] == len(spread) - 1:
+        balanced_from = None
+    else:
+        balanced_from = int(above[-1]) + 1
+    plans = None if balanced_from is None else sum(1 for r in rounds if r.minute < balanced_from)
+
+    over_unloading = over_placement = 0
+    column = {broker_id: index for index, broker_id in enumerate(broker_ids)}
+    for record in rounds:
+        after = scores[min(record.minute + 1, len(scores) - 1)]
+        average = float(np.nanmean(after))
+        for source in sorted(set(record.sources)):
+            value = after[column[source]]
+            if not np.isnan(value) and value < average - threshold:
+                over_unloading += 1
+        for destination in sorted(set(record.destinations)):
+            value = after[column[destination]]
+            if not np.isnan(value) and value > average + threshold:
+                over_placement += 1
+
+    policy_moves = [move for move in moves if not move.forced]
+    return Metrics(
+        minutes_to_balance=balanced_from,
+        plans_to_balance=plans,
+        moves=len(policy_moves),
+        spike_moves=sum(1 for move in policy_moves if move.spike),
+        forced_moves=len(moves) - len(policy_moves),
+        disconnections=sum(move.topics for move in policy_moves),
+        over_unloading=over_unloading,
+        over_placement=over_placement,
+        peak_score=float(np.nanmax(scores)) if np.any(~np.isnan(scores)) else 0.0,
+        final_spread=float(spread[-1]),
+        rounds=len(rounds),
+    )

@@ -1,0 +1,301 @@
+"""Comparison tables (text, JSON, Markdown) and score plots of simulation runs.
+
+Plots need matplotlib, imported only when a plot is asked for, so the simulator itself runs (and is
+tested) without it. Everything else here is pure formatting.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner.errors import InputError
+from planner.simulator.engine import RunResult, simulate
+from planner.simulator.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every policy run on one scenario with the same seed and traffic."""
+
+    scenario: Scenario
+    seed: int
+    minutes: int
+    target_spread: float
+    runs: tuple[RunResult, ...]
+
+
+def compare(
+    scenario: Scenario,
+    policies: Sequence[str],
+    *,
+    seed: int = 1,
+    minutes: int | None = None,
+    cadence_minutes: int | None = None,
+    target_spread: float | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Comparison:
+    runs = tuple(
+        simulate(
+            scenario,
+            policy,
+            seed=seed,
+            minutes=minutes,
+            cadence_minutes=cadence_minutes,
+            target_spread=target_spread,
+            overrides=overrides,
+        )
+        for policy in policies
+    )
+    return Comparison(
+        scenario=scenario,
+        seed=seed,
+        minutes=runs[0].minutes if runs else (minutes or scenario.minutes),
+        target_spread=runs[0].target_spread if runs else (target_spread or scenario.target_spread),
+        runs=runs,
+    )
+
+
+def to_json(comparison: Comparison) -> dict[str, Any]:
+    return {
+        "scenario": comparison.scenario.name,
+        "seed": comparison.seed,
+        "minutes": comparison.minutes,
+        "targetSpread": comparison.target_spread,
+        "policies": {run.policy: run.metrics.to_json() for run in comparison.runs},
+    }
+
+
+_COLUMNS: tuple[tuple[str, str, Callable[[RunResult], str]], ...] = (
+    ("policy", "<", lambda run: run.policy),
+    ("min to balance", ">", lambda run: _maybe(run.metrics.minutes_to_balance)),
+    ("rounds", ">", lambda run: _maybe(run.metrics.plans_to_balance)),
+    ("moves", ">", lambda run: str(run.metrics.moves)),
+    ("spike moves", ">", lambda run: str(run.metrics.spike_moves)),
+    ("over-unload", ">", lambda run: str(run.metrics.over_unloading)),
+    ("over-place", ">", lambda run: str(run.metrics.over_placement)),
+    ("peak", ">", lambda run: f"{run.metrics.peak_score:.1f}"),
+    ("final spread", ">", lambda run: f"{run.metrics.final_spread:.1f}"),
+    ("disconnects", ">", lambda run: str(run.metrics.disconnections)),
+)
+
+
+def _maybe(value: int | None) -> str:
+    return "never" if value is None else str(value)
+
+
+def text_table(comparison: Comparison) -> str:
+    header = [name for name, _, _ in _COLUMNS]
+    rows = [[cell(run) for _, _, cell in _COLUMNS] for run in comparison.runs]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(f"{c:{align}{w}}" for c, (_, align, _), w in zip(cells, _COLUMNS, widths, strict=True))
+
+    scenario = comparison.scenario
+    title = (
+        f"scenario {scenario.name}: {comparison.minutes} minutes, seed {comparison.seed}, "
+        f"balanced = spread below {comparison.target_spread:g} points"
+    )
+    return "\n".join([title, line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)])
+
+
+def markdown_table(comparison: Comparison) -> str:
+    header = [name for name, _, _ in _COLUMNS]
+    separator = [":--" if align == "<" else "--:" for _, align, _ in _COLUMNS]
+    rows = [[cell(run) for _, _, cell in _COLUMNS] for run in comparison.runs]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, separator, *rows])
+
+
+# --- plots ----------------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plots need matplotlib: pip install matplotlib") from None
+    return plt
+
+
+def plot_png(comparison: Comparison) -> bytes:
+    """One panel per policy: every broker's live score over time, the target band and the moves."""
+    plt = _pyplot()
+    runs = comparison.runs
+    figure, axes = plt.subplots(
+        len(runs), 1, figsize=(8.0, 0.4 + 1.45 * len(runs)), sharex=True, sharey=True, squeeze=False
+    )
+    peak = max((float(np.nanmax(run.scores)) for run in runs), default=100.0)
+    for axis, run in zip(axes[:, 0], runs, strict=True):
+        minutes = np.arange(len(run.scores))
+        average = np.nanmean(run.scores, axis=1)
+        half = comparison.target_spread / 2
+        axis.fill_between(minutes, average - half, average + half, color="0.88", linewidth=0, zorder=0)
+        for column, broker in enumerate(run.brokers):
+            axis.plot(minutes, run.scores[:, column], linewidth=0.8, alpha=0.8, label=broker.rpartition(":")[0])
+        move_minutes = sorted({move.minute for move in run.moves if not move.forced})
+        if move_minutes:
+            axis.vlines(move_minutes, 0, peak * 0.07, color="crimson", linewidth=0.8)
+        metrics = run.metrics
+        balanced = (
+            "never balanced"
+            if metrics.minutes_to_balance is None
+            else f"balanced from minute {metrics.minutes_to_balance}"
+        )
+        axis.text(
+            0.005,
+            0.97,
+            f"{run.policy}: {metrics.moves} moves, {balanced}, final spread {metrics.final_spread:.0f}",
+            transform=axis.transAxes,
+            fontsize=7,
+            va="top",
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+        )
+        axis.set_ylim(0, peak * 1.18)
+        axis.tick_params(labelsize=7)
+        axis.set_ylabel("score", fontsize=7)
+    if len(runs[0].brokers) <= 8:
+        axes[0, 0].legend(fontsize=6, ncol=min(8, len(runs[0].brokers)), loc="upper right", frameon=False)
+    axes[-1, 0].set_xlabel(
+        "minute   (grey band: cluster average ± target/2; red ticks: minutes with moves)", fontsize=7
+    )
+    figure.suptitle(f"{comparison.scenario.name}: live broker scores per policy", fontsize=9)
+    figure.tight_layout(pad=0.4, h_pad=0.2, rect=(0, 0, 1, 0.985))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=72)
+    plt.close(figure)
+    return _small_png(buffer.getvalue())
+
+
+def _small_png(data: bytes) -> bytes:
+    """A 64-colour palette PNG: a third of the size, so the plots can live in the repository."""
+    from PIL import Image  # installed with matplotlib
+
+    image = Image.open(io.BytesIO(data)).convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT)
+    output = io.BytesIO()
+    image.save(output, format="png", optimize=True)
+    return output.getvalue()
+
+
+def write_plot(comparison: Comparison, path: Path) -> None:
+    _write_atomically(path, plot_png(comparison))
+
+
+# --- the evaluation document ----------------------------------------------------------------------
+
+_DEFINITIONS = """\
+- **min to balance**: the first minute from which the spread (max - min live broker score) stays below the
+  scenario's target until the end of the run; *never* if it does not.
+- **rounds**: shedding cycles or executed plans that moved at least one bundle before that minute.
+- **moves**: bundles the policy unloaded; every move disconnects the bundle's clients (**disconnects** counts
+  the topics). Bundles reassigned because their broker stopped are not counted: they are the same for every policy.
+- **spike moves**: moves whose source hosted a spiking bundle within the scenario's spike lag (default 10 minutes).
+- **over-unload** / **over-place**: rounds after which a source ended more than 10 points
+  (`loadBalancerBrokerThresholdShedderPercentage`) below the cluster average, or a destination more than 10
+  points above it.
+- **peak**: the highest live broker score of the run; **final spread**: the spread at the end.
+"""
+
+
+def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str], command: str) -> str:
+    """The whole `docs/evaluation.md`: method, definitions, then one section per scenario."""
+    parts = [
+        "# Evaluation: Pulsar's shedders and this product's offline plans in simulation",
+        "",
+        f"Generated by `{command}`; do not edit by hand. Each scenario runs every policy on the same",
+        "simulated traffic (same seed), with Pulsar's load-report rules (a report is written when load moves",
+        "by more than 10 % or every 15 minutes), the leader's 10/1000-sample bundle averages, and Pulsar's",
+        "placement pipeline. In-broker policies shed every minute with the placement Pulsar deployments pair",
+        "them with (ThresholdShedder + LeastResourceUsageWithWeight, Uniform/OverloadShedder +",
+        "LeastLongTermMessageRate, AvgShedder + its own planned destinations); `offline:` policies are this",
+        "product's plans (`make_plan`) at the scenario's cadence (hourly unless a policy says `@MINUTES`),",
+        "approved at once, with in-broker shedding off. All settings are Pulsar's defaults unless the scenario",
+        "file says otherwise (`planner/simulator/scenarios/`).",
+        "",
+        "## Summary",
+        "",
+        "Each cell: minutes to balance / moves / final spread (points).",
+        "",
+        summary_markdown(comparisons),
+        "",
+        "## Definitions",
+        "",
+        _DEFINITIONS,
+    ]
+    for comparison in comparisons:
+        scenario = comparison.scenario
+        parts += [
+            f"## {scenario.name}",
+            "",
+            " ".join(scenario.description.split()),
+            "",
+            f"{comparison.minutes} minutes, seed {comparison.seed}, balanced = spread below "
+            f"{comparison.target_spread:g} points.",
+            "",
+            markdown_table(comparison),
+            "",
+        ]
+        if scenario.name in plots:
+            parts += [f"![broker scores in {scenario.name}]({plots[scenario.name]})", ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def summary_markdown(comparisons: Sequence[Comparison]) -> str:
+    """One line per scenario: minutes to balance / moves / final spread of each policy."""
+    policies: list[str] = []
+    for comparison in comparisons:
+        policies += [run.policy for run in comparison.runs if run.policy not in policies]
+    lines = [
+        "| scenario | " + " | ".join(policies) + " |",
+        "| :-- | " + " | ".join("--:" for _ in policies) + " |",
+    ]
+    for comparison in comparisons:
+        by_policy = {run.policy: run.metrics for run in comparison.runs}
+        cells = []
+        for policy in policies:
+            metrics = by_policy.get(policy)
+            cells.append(
+                "n/a"
+                if metrics is None
+                else f"{_maybe(metrics.minutes_to_balance)} / {metrics.moves} / {metrics.final_spread:.0f}"
+            )
+        lines.append(f"| {comparison.scenario.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write beside `path` and rename, so a reader never sees half a file."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        temporary.write_bytes(data)
+        temporary.replace(path)
+    except OSError as error:
+        raise InputError(f"cannot write {str(path)!r}: {error.strerror}") from None
+
+
+def write_evaluation(comparisons: Sequence[Comparison], markdown_path: Path, command: str) -> list[Path]:
+    """Write the Markdown report and one PNG per scenario under `<dir>/<stem>/`; returns the files written."""
+    plot_directory = markdown_path.parent / markdown_path.stem
+    try:
+        plot_directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InputError(f"cannot create {str(plot_directory)!r}: {error.strerror}") from None
+    written: list[Path] = []
+    plots: dict[str, str] = {}
+    for comparison in comparisons:
+        path = plot_directory / f"{comparison.scenario.name}.png"
+        _write_atomically(path, plot_png(comparison))
+        plots[comparison.scenario.name] = f"{plot_directory.name}/{path.name}"
+        written.append(path)
+    document = evaluation_markdown(comparisons, plots, command)
+    _write_atomically(markdown_path, document.encode())
+    written.append(markdown_path)
+    return written
