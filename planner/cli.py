@@ -352,6 +352,13 @@ def command_simulate(args: argparse.Namespace) -> None:
         print("\n\n".join(report.text_table(comparison) for comparison in comparisons))
 
 
+def command_demo(args: argparse.Namespace) -> None:
+    from planner.demo import run_demo
+
+    result = run_demo(approve=args.approve, brokers=args.brokers, port=args.port)
+    print(json.dumps(result))
+
+
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
 
@@ -463,6 +470,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
     _add_config_options(simulate)
     simulate.set_defaults(handler=command_simulate)
+
+    demo = commands.add_parser("demo", help="the full cycle on a local cluster with Airflow (see README)")
+    demo.add_argument("--approve", action="store_true", help="approve the plan automatically instead of in the UI")
+    demo.add_argument("--brokers", type=int, default=3)
+    demo.add_argument("--port", type=int, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
+    demo.set_defaults(handler=command_demo)
 
     database = commands.add_parser("db", help="store maintenance")
     database_commands = database.add_subparsers(dest="db_command", required=True, parser_class=_ArgumentParser)

@@ -8,21 +8,43 @@ from dataclasses import dataclass
 
 from planner.bundles.bundle_range import namespace_of
 from planner.model import BundleData, LoadData
+from planner.versions import PulsarVersion
 
 SYSTEM_NAMESPACE = "pulsar/system"
 # NamespaceService's heartbeat and SLA-monitor namespaces, owned by each broker itself. `[^:]+` may hold
 # slashes, so the heartbeat pattern covers both `pulsar/<host:port>` and `pulsar/<cluster>/<host:port>`.
-_SYSTEM_SERVICE_NAMESPACE_PATTERNS = (
-    re.compile(r"pulsar/[^:]+:[0-9]+"),
-    re.compile(r"sla-monitor/[^/]+/[^:]+:[0-9]+"),
-)
+_HEARTBEAT_NAMESPACE = re.compile(r"pulsar/[^:]+:[0-9]+")
+# Before 4.2 the SLA-monitor namespace is `sla-monitor/<cluster>/<host:port>`; 4.2 (PIP-457, no more V1 names
+# with a cluster) names it `sla-monitor/<host:port>` and matches `sla-monitor/[^:]+:\d+`.
+_SLA_MONITOR_NAMESPACE_V1 = re.compile(r"sla-monitor/[^/]+/[^:]+:[0-9]+")
+_SLA_MONITOR_NAMESPACE = re.compile(r"sla-monitor/[^:]+:[0-9]+")
+_SYSTEM_SERVICE_NAMESPACE_PATTERNS = (_HEARTBEAT_NAMESPACE, _SLA_MONITOR_NAMESPACE_V1)
+# NamedEntity: the characters Pulsar allows in tenant, cluster and namespace names.
+_NAMED_ENTITY = re.compile(r"[-=:.A-Za-z0-9_]*")
+_LATEST = PulsarVersion.parse("latest")
 
 
 def is_system_service_namespace(namespace: str) -> bool:
-    """Namespaces the load manager never sheds: `pulsar/system`, heartbeat and SLA-monitor namespaces."""
+    """`NamespaceService.isSystemServiceNamespace` (before 4.2): `pulsar/system`, heartbeat and SLA monitor."""
     return namespace == SYSTEM_NAMESPACE or any(
         pattern.fullmatch(namespace) for pattern in _SYSTEM_SERVICE_NAMESPACE_PATTERNS
     )
+
+
+def is_sla_or_heartbeat_namespace(namespace: str, version: PulsarVersion = _LATEST) -> bool:
+    """The namespaces `LoadData.getBundleDataForLoadShedding()` leaves out: heartbeat and SLA monitor only.
+
+    `pulsar/system` is not among them: Pulsar's shedders may move its bundles. Pulsar first parses the
+    bundle's namespace (`NamespaceBundle.getBundleNamespace`); a name it cannot parse (from 4.2 any V1 name
+    `tenant/cluster/ns`) is matched as the whole bundle name, which never matches.
+    """
+    parts = namespace.split("/")
+    if len(parts) not in ((2,) if version.at_least(4, 2) else (2, 3)):
+        return False
+    if not all(_NAMED_ENTITY.fullmatch(part) for part in parts):
+        return False
+    sla_monitor = _SLA_MONITOR_NAMESPACE if version.at_least(4, 2) else _SLA_MONITOR_NAMESPACE_V1
+    return bool(_HEARTBEAT_NAMESPACE.fullmatch(namespace) or sla_monitor.fullmatch(namespace))
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +55,11 @@ class Candidate:
     traffic: float
 
 
-def sheddable_bundles(load_data: LoadData, broker_id: str) -> list[tuple[str, BundleData]]:
-    """The broker's reported bundles that have bundle data, are not system namespaces, not recently unloaded.
+def sheddable_bundles(
+    load_data: LoadData, broker_id: str, version: PulsarVersion = _LATEST
+) -> list[tuple[str, BundleData]]:
+    """The broker's reported bundles that have bundle data, are not heartbeat or SLA-monitor bundles, and were
+    not recently unloaded.
 
     This is `getBundleDataForLoadShedding()` restricted to `localData.bundles`, minus
     `recentlyUnloadedBundles`: the candidate set of every shedder.
@@ -47,7 +72,7 @@ def sheddable_bundles(load_data: LoadData, broker_id: str) -> list[tuple[str, Bu
         for bundle in broker.bundles
         if bundle in bundle_data
         and bundle not in recently_unloaded
-        and not is_system_service_namespace(namespace_of(bundle))
+        and not is_sla_or_heartbeat_namespace(namespace_of(bundle), version)
     ]
 
 

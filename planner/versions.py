@@ -59,8 +59,9 @@ class PulsarVersion:
 
     @property
     def avg_shedder_truncating_comparator(self) -> bool:
-        """Before PR #24954 (4.2.0) AvgShedder sorted brokers with `(int)(a - b)`."""
-        return not self.at_least(4, 2)
+        """Before PR #24954 AvgShedder sorted brokers with `(int)(a - b)`: fixed in 4.2.0, backported to 4.0.8
+        (checked against the 4.0.7 and 4.0.8 jars; 4.1.x is not on Maven Central to check)."""
+        return not (self.at_least(4, 2) or ((self.major, self.minor) == (4, 0) and self.patch >= 8))
 
     @property
     def uniform_shedder_overshoot(self) -> float:

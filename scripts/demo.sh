@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# The main job on embedded defaults: set up, then plan a rebalance of the shipped example cluster
-# with AvgShedder over two consecutive runs (a large gap fires on the second run) and list the
-# bundles Pulsar's split rules would split.
+# The main job on embedded defaults: set up, then run the whole product on this machine — a local
+# Pulsar cluster with skewed traffic, collection, a Spark plan, the Airflow approval gate (approved
+# automatically unless other arguments are given, e.g. `bash scripts/demo.sh` with no --approve
+# prints the Airflow UI address and waits), execution, and the measured load before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-load_data=${1:-examples/load-data.json}
-echo "== AvgShedder plan for $load_data (2 consecutive runs)"
-.venv/bin/pulsar-rebalance shed --load-data "$load_data" --strategy AvgShedder --runs 2
-echo "== UniformLoadShedder plan"
-.venv/bin/pulsar-rebalance shed --load-data "$load_data" --strategy UniformLoadShedder
-echo "== split candidates"
-.venv/bin/pulsar-rebalance split-candidates --load-data "$load_data"
+bash scripts/install_system_deps.sh
+export SPARK_LOCAL_IP=127.0.0.1
+if [ "$#" -eq 0 ]; then set -- --approve; fi
+exec .venv/bin/pulsar-rebalance demo "$@"

@@ -7,6 +7,7 @@ position is placed between the two hashes and the accumulator restarts at that t
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,27 +28,39 @@ class TopicLoad:
 
 
 def split_positions(bundle: BundleRange, topics: Sequence[TopicLoad], config: PulsarConfig) -> list[int]:
+    """Positions in ascending order; empty when the bundle needs no split.
+
+    Like Pulsar, topics are keyed by hash (the last topic with a hash wins) while every hash stays in the
+    walk, so topics whose names collide under CRC-32 are walked as that last topic, once per topic. Totals
+    are summed one topic at a time, as Java does (Python's `sum` of floats is compensated from 3.12 on).
+    """
     max_msg_rate = config.namespace_bundle_max_msg_rate
     max_throughput = config.namespace_bundle_max_bandwidth_mbytes * MIB
     margin = 1 + config.flow_or_qps_difference_threshold_percentage / 100.0
-    active = [topic for topic in topics if topic.msg_rate > 0 or topic.throughput > 0]
-    if len(active) <= 1:
-        return []
-    total_rate = sum(topic.msg_rate for topic in active)
-    total_throughput = sum(topic.throughput for topic in active)
-    if total_rate < max_msg_rate * margin and total_throughput < max_throughput * margin:
+    by_hash: dict[int, TopicLoad] = {}
+    hashes: list[int] = []
+    total_rate = total_throughput = 0.0
+    for topic in topics:
+        if topic.msg_rate <= 0 and topic.throughput <= 0:
+            continue
+        topic_hash_value = topic_hash(topic.name)
+        by_hash[topic_hash_value] = topic
+        hashes.append(topic_hash_value)
+        total_rate += topic.msg_rate
+        total_throughput += topic.throughput
+    if len(by_hash) < 2 or (total_rate < max_msg_rate * margin and total_throughput < max_throughput * margin):
         return []
 
-    by_hash = sorted((topic_hash(topic.name), topic) for topic in active)
+    hashes.sort()
+    rate, throughput = by_hash[hashes[0]].msg_rate, by_hash[hashes[0]].throughput
     positions: list[int] = []
-    rate = throughput = 0.0
-    previous_hash = by_hash[0][0]
-    for current_hash, topic in by_hash:
+    for previous_hash, current_hash in itertools.pairwise(hashes):
+        topic = by_hash[current_hash]
         if rate + topic.msg_rate > max_msg_rate or throughput + topic.throughput > max_throughput:
-            if rate > 0 or throughput > 0:
-                positions.append(previous_hash + (current_hash - previous_hash) // 2 + 1)
-            rate = throughput = 0.0
-        rate += topic.msg_rate
-        throughput += topic.throughput
-        previous_hash = current_hash
-    return [position for position in positions if bundle.lower < position < bundle.upper]
+            positions.append(previous_hash + (current_hash - previous_hash) // 2 + 1)
+            rate, throughput = topic.msg_rate, topic.throughput
+        else:
+            rate += topic.msg_rate
+            throughput += topic.throughput
+    # Pulsar does not check this and its split then fails as a whole; the planner plans no split instead.
+    return positions if all(bundle.lower < position < bundle.upper for position in positions) else []

@@ -22,11 +22,13 @@ JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate
 def long_term_message_rate(load_data: LoadData, broker_id: str) -> float:
     """`TimeAverageBrokerData` long-term msgRateIn + msgRateOut: the sum over the broker's reported bundles."""
     default = default_bundle_data()
-    total = 0.0
+    # TimeAverageBrokerData sums the in and out rates separately and adds the two totals at the end.
+    rate_in = rate_out = 0.0
     for bundle in load_data.brokers[broker_id].last_stats:
         long_term = load_data.bundle_data.get(bundle, default).long_term_data
-        total += long_term.msg_rate_in + long_term.msg_rate_out
-    return total
+        rate_in += long_term.msg_rate_in
+        rate_out += long_term.msg_rate_out
+    return rate_in + rate_out
 
 
 def score(
@@ -37,7 +39,9 @@ def score(
 ) -> float:
     if overload_usage(load_data.brokers[broker_id], config) > config.overload_threshold:
         return math.inf
-    pending = sum(data.long_term_data.total_msg_rate for data in (preallocated or {}).get(broker_id, ()))
+    pending = 0.0  # summed one bundle at a time, as Java does (`sum` of floats is compensated from Python 3.12)
+    for data in (preallocated or {}).get(broker_id, ()):
+        pending += data.long_term_data.total_msg_rate
     return pending + long_term_message_rate(load_data, broker_id)
 
 

@@ -180,13 +180,13 @@ def _select_bundles(
         mode, budget = "msgRate", msg_rate_needed
         candidates = [
             Candidate(bundle, data.short_term_data.total_msg_rate)
-            for bundle, data in sheddable_bundles(load_data, overloaded)
+            for bundle, data in sheddable_bundles(load_data, overloaded, config.pulsar_version)
         ]
     elif throughput_needed > config.min_unload_message_throughput:
         mode, budget = "throughput", throughput_needed
         candidates = [
             Candidate(bundle, data.short_term_data.total_msg_throughput)
-            for bundle, data in sheddable_bundles(load_data, overloaded)
+            for bundle, data in sheddable_bundles(load_data, overloaded, config.pulsar_version)
         ]
     else:
         return None, 0.0, []

@@ -34,7 +34,7 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
             continue
         candidates = [
             Candidate(bundle, data.short_term_data.total_msg_throughput)
-            for bundle, data in sheddable_bundles(load_data, broker_id)
+            for bundle, data in sheddable_bundles(load_data, broker_id, config.pulsar_version)
         ]
         unloads.extend(Unload(broker_id, bundle) for bundle in select_until_reached(candidates, minimum))
     return SheddingOutcome(tuple(unloads), None, tuple(reasons))

@@ -61,19 +61,20 @@ def _update_averages(load_data: LoadData, config: PulsarConfig, history: dict[st
     return total / len(load_data.brokers) if load_data.brokers else 0.0
 
 
-def _throughput_candidates(load_data: LoadData, broker_id: str) -> list[Candidate]:
+def _throughput_candidates(load_data: LoadData, config: PulsarConfig, broker_id: str) -> list[Candidate]:
     return [
         Candidate(bundle, data.short_term_data.total_msg_throughput)
-        for bundle, data in sheddable_bundles(load_data, broker_id)
+        for bundle, data in sheddable_bundles(load_data, broker_id, config.pulsar_version)
     ]
 
 
 def find_bundles_for_unloading(
     load_data: LoadData, config: PulsarConfig, state: ThresholdShedderState | None = None
 ) -> SheddingOutcome[ThresholdShedderState]:
-    # Pulsar never drops a departed broker's average (no onActiveBrokersChange override): if the broker
-    # returns, its old average carries on. Departed brokers do not count in the mean.
-    history = dict((state or ThresholdShedderState()).broker_avg_resource_usage)
+    # Before each shedding cycle the leader calls onActiveBrokersChange, which drops the averages of brokers
+    # that left (3.0 and later): a broker that comes back starts again from its current usage.
+    previous = (state or ThresholdShedderState()).broker_avg_resource_usage
+    history = {broker: usage for broker, usage in previous.items() if broker in load_data.brokers}
     threshold = config.broker_threshold_shedder_percentage / 100.0
     min_throughput = config.bundle_unload_min_throughput_threshold * MIB
     average = _update_averages(load_data, config, history)
@@ -95,7 +96,7 @@ def find_bundles_for_unloading(
         if len(broker.bundles) <= 1:
             reasons.append(f"{broker_id}: overloaded but has at most one bundle")
             continue
-        selected = select_until_reached(_throughput_candidates(load_data, broker_id), minimum)
+        selected = select_until_reached(_throughput_candidates(load_data, config, broker_id), minimum)
         unloads.extend(Unload(broker_id, bundle) for bundle in selected)
 
     if not unloads and config.lower_boundary_shedding_enabled:
@@ -120,5 +121,5 @@ def _lower_boundary_shedding(load_data: LoadData, config: PulsarConfig, history:
     minimum = load_data.brokers[busiest].msg_throughput * threshold * LOWER_BOUNDARY_THRESHOLD_MARGIN
     if min_throughput > minimum:
         return []
-    selected = select_until_reached(_throughput_candidates(load_data, busiest), minimum)
+    selected = select_until_reached(_throughput_candidates(load_data, config, busiest), minimum)
     return [Unload(busiest, bundle) for bundle in selected]

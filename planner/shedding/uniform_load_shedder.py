@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.config import PulsarConfig
-from planner.java_numbers import INT_MAX, java_int
+from planner.java_numbers import INT_MAX, java_int, wrap_int32
 from planner.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
 from planner.model import LoadData
 from planner.shedding.outcome import SheddingOutcome, Unload
@@ -82,9 +82,9 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
             bundle,
             data.short_term_data.total_msg_rate if by_rate else data.short_term_data.total_msg_throughput,
         )
-        for bundle, data in sheddable_bundles(load_data, source)
+        for bundle, data in sheddable_bundles(load_data, source, config.pulsar_version)
     ]
-    overshoot = config.pulsar_version.uniform_shedder_overshoot
+    overshoot = int(config.pulsar_version.uniform_shedder_overshoot)
     cap = config.max_unload_bundle_num_per_shedding
     remaining = budget
     selected: list[str] = []
@@ -92,7 +92,8 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
         if cap != -1 and len(selected) >= cap:
             break
         # No `> 0` test: idle bundles are taken whenever budget remains (Pulsar does the same).
-        if candidate.traffic <= remaining + overshoot:
+        # `remaining + 1000` is int arithmetic in Java: a budget near Integer.MAX_VALUE wraps to a negative limit.
+        if candidate.traffic <= wrap_int32(remaining + overshoot):
             selected.append(candidate.bundle)
             remaining -= java_int(candidate.traffic)
     return SheddingOutcome(tuple(Unload(source, bundle) for bundle in selected), None)

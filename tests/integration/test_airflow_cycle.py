@@ -3,47 +3,29 @@ the REST API, execute; and the reject path."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
+from planner.demo import airflow_environment, migrate_airflow, run_plan_cycle
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan
 from planner.traffic import BundleTraffic
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
-ROOT = Path(__file__).resolve().parents[2]
-CYCLE = Path(__file__).with_name("airflow_cycle.py")
 CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
 
 
 @pytest.fixture
 def airflow_env(pulsar_cluster, tmp_path):
-    cluster = pulsar_cluster["cluster"]
-    env = {
-        **os.environ,
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "AIRFLOW_HOME": str(tmp_path / "airflow"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-        f"AIRFLOW_CONN_PULSAR_{cluster.upper()}": json.dumps(
-            {"conn_type": "http", "host": pulsar_cluster["brokers"][0]["adminUrl"]}
-        ),
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PULSAR_REBALANCE_HOME": str(tmp_path / "home"),
-        "PULSAR_REBALANCE_DB_URL": f"sqlite:///{tmp_path / 'planner.db'}",
-        "PULSAR_REBALANCE_CLUSTER_NAMES": cluster,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    env = airflow_environment(
+        tmp_path / "airflow", pulsar_cluster, f"sqlite:///{tmp_path / 'planner.db'}", tmp_path / "home"
+    )
+    migrate_airflow(env)
     return env
 
 
@@ -59,15 +41,7 @@ def collect(env, admin_url, times=3):
 
 
 def run_cycle(env, cluster, decision):
-    done = subprocess.run(
-        [sys.executable, str(CYCLE), f"pulsar_rebalance_plan_{cluster}", decision, json.dumps(CONF)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_plan_cycle(env, cluster, decision, CONF)
 
 
 @pytest.fixture
@@ -109,4 +83,3 @@ def test_rejected_plan_runs_nothing(pulsar_cluster, airflow_env, skewed):
         assert plan.status == "rejected"
         events = [e.event for e in session.scalars(select(AuditEvent))]
     assert "plan.rejected" in events and not any(event.startswith("action.") for event in events)
-

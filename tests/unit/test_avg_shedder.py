@@ -187,26 +187,6 @@ def test_a_sole_bundle_can_be_selected():
     assert [unload.bundle for unload in outcome.unloads] == [bundle(1)]
 
 
-def test_recently_unloaded_system_and_unknown_bundles_are_never_selected():
-    heartbeat = "pulsar/standalone/hot:8080/0x00000000_0xffffffff"
-    heartbeat_v2 = "pulsar/hot:8080/0x00000000_0xffffffff"
-    system = "pulsar/system/0x00000000_0xffffffff"
-    ordinary = [bundle(i) for i in range(1, 4)]
-    owned = [*ordinary, heartbeat, heartbeat_v2, system, bundle(9)]
-    data = load_data(
-        {
-            "hot:8080": broker(cpu=(90, 100), rate_in=100000, bundles=owned),
-            "cold:8080": broker(cpu=(10, 100)),
-        },
-        {name: bundle_data(100) for name in [*ordinary, heartbeat, heartbeat_v2, system]},
-        recently_unloaded={bundle(1): 1},
-    )
-    outcome = avg_shedder.find_bundles_for_unloading(
-        data, PulsarConfig(), AvgShedderState(high_hit_count={"hot:8080": 1})
-    )
-    assert sorted(unload.bundle for unload in outcome.unloads) == [bundle(2), bundle(3)]
-
-
 def test_scores_use_float32_percentages_at_the_threshold_boundary():
     # 60/100 is 60.00000381469727 in float32 percent: the gap to 45 exceeds 15 by a hair.
     data = load_data({"a:8080": broker(cpu=(60, 100)), "b:8080": broker(cpu=(45, 100))})

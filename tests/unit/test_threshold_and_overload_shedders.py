@@ -142,14 +142,6 @@ def test_v13_broker_over_100_percent_sheds_its_only_bundle_with_data():
     assert [unload.bundle for unload in threshold(data).unloads] == [bundle(2)]
 
 
-def test_departed_brokers_keep_their_average_but_do_not_count_in_the_mean():
-    state = ThresholdShedderState({"gone:8080": 0.7, "a:8080": 0.5})
-    outcome = threshold(load_data({"a:8080": broker(cpu=(10, 100))}), {}, state)
-    assert outcome.state.broker_avg_resource_usage["gone:8080"] == 0.7
-    assert abs(outcome.state.broker_avg_resource_usage["a:8080"] - (0.5 * 0.9 + (1 - 0.9) * 0.1)) < 1e-7
-    assert ThresholdShedderState.from_json(outcome.state.to_json()) == outcome.state
-
-
 def overload(data, settings=None):
     return overload_shedder.find_bundles_for_unloading(data, PulsarConfig.from_settings(settings or {}))
 

@@ -1,8 +1,9 @@
-"""Run one plan DAG in-process with `dag.test()` and answer its approval gate through Airflow's REST API.
+"""Run one plan DAG in-process with `dag.test()`, answering its approval gate through Airflow's REST API.
 
 Usage (in an environment where AIRFLOW_HOME points at a migrated metadata database):
-    python airflow_cycle.py DAG_ID DECISION CONF_JSON
-DECISION is Approve, Reject or none (leave the gate to its timeout). Prints the run state as JSON.
+    python -m planner.airflow_cycle DAG_ID DECISION CONF_JSON
+DECISION is Approve or Reject, or `ui` to leave the gate to a person in the Airflow UI (an api-server
+on the same metadata database). Prints the run's task states as JSON on the last line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 
 
 def answer_gate(decision: str, stop: threading.Event) -> None:
+    """Approve or reject the first pending gate through the REST API (Airflow's own app, in-process)."""
     from airflow.api_fastapi.app import create_app
     from fastapi.testclient import TestClient
 
@@ -42,7 +44,7 @@ def main() -> int:
     bag = DagBag()
     dag = bag.dags[dag_id]
     stop = threading.Event()
-    if decision != "none":
+    if decision != "ui":
         threading.Thread(target=answer_gate, args=(decision, stop), daemon=True).start()
     run = dag.test(run_conf=conf)
     stop.set()

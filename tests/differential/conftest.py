@@ -1,0 +1,150 @@
+"""Differential tests: Pulsar's own Java strategies against the planner on the same random inputs.
+
+The session fixture `java_harness` builds the harness in `java/` with Maven (offline first, from the local
+repository in ~/.m2, else online from Maven Central) against `org.apache.pulsar:pulsar-broker` and returns a
+runner that answers a whole batch of cases in one JVM. The Pulsar version is the pom's `pulsar.version` (the
+newest 4.x on Maven Central); `DIFFERENTIAL_PULSAR_VERSIONS=4.2.4,4.0.8` runs the tests once per listed
+version, each with the planner set to that `pulsarVersion`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JAVA_DIR = Path(__file__).parent / "java"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "differential: compares the planner with Pulsar's own Java code")
+
+
+def default_pulsar_version() -> str:
+    match = re.search(r"<pulsar\.version>([^<]+)</pulsar\.version>", (JAVA_DIR / "pom.xml").read_text())
+    assert match is not None, "pom.xml has no <pulsar.version>"
+    return match.group(1)
+
+
+def pulsar_versions() -> list[str]:
+    listed = os.environ.get("DIFFERENTIAL_PULSAR_VERSIONS", "")
+    return [version.strip() for version in listed.split(",") if version.strip()] or [default_pulsar_version()]
+
+
+@dataclass(frozen=True)
+class JavaHarness:
+    """Runs `differential.Harness` on a batch of cases in one JVM."""
+
+    classpath: str
+    pulsar_version: str
+
+    def run(self, cases: Iterable[dict[str, Any]], workdir: Path) -> dict[str, dict[str, Any]]:
+        """Pulsar's answers by case id. Cases may name their LoadData by `loadDataFile`."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        cases_file = workdir / "cases.jsonl"
+        results_file = workdir / "results.jsonl"
+        with cases_file.open("w") as out:
+            for case in cases:
+                out.write(json.dumps(case) + "\n")
+        command = [
+            "java",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={JAVA_DIR / 'log4j2.properties'}",
+            "-cp",
+            self.classpath,
+            "differential.Harness",
+            str(cases_file),
+            str(results_file),
+        ]
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+        if completed.returncode != 0:
+            pytest.fail(f"the Java harness failed on {cases_file}:\n{completed.stderr[-5000:]}")
+        results = {}
+        for line in results_file.read_text().splitlines():
+            result = json.loads(line)
+            results[result["id"]] = result
+        return results
+
+
+# The modules that hold the load-balancing code; see _build_mixed.
+PULSAR_MODULES = ("pulsar-broker", "pulsar-broker-common", "pulsar-common", "pulsar-client-admin-api")
+
+
+def _maven(arguments: list[str]) -> str | None:
+    """Run Maven offline (the local repository in ~/.m2), then online; None on success, else the errors."""
+    failures = []
+    for offline in (True, False):
+        command = ["mvn", "-B", "-q", *(["-o"] if offline else []), *arguments]
+        completed = subprocess.run(command, cwd=JAVA_DIR, capture_output=True, text=True, timeout=1800, check=False)
+        if completed.returncode == 0:
+            return None
+        failures.append(f"$ {' '.join(command)}\n{(completed.stdout + completed.stderr)[-3000:]}")
+    return "\n".join(failures)
+
+
+def _build_mixed(version: str, default_classpath: str) -> str:
+    """Maven Central lacks parts of some older releases' dependency trees (jetcd-core-shaded and
+    pulsar-opentelemetry 4.0.8): run that release's own Pulsar modules on the default release's libraries."""
+    target = JAVA_DIR / "target" / version
+    jars = []
+    for jar in default_classpath.split(os.pathsep)[1:]:
+        path = Path(jar)
+        if path.parent.parent.name in PULSAR_MODULES and path.parent.parent.parent.name == "pulsar":
+            module = path.parent.parent.name
+            errors = _maven(
+                ["dependency:get", f"-Dartifact=org.apache.pulsar:{module}:{version}", "-Dtransitive=false"]
+            )
+            if errors:
+                pytest.fail(f"could not fetch {module} {version}:\n{errors}")
+            path = path.parent.parent / version / f"{module}-{version}.jar"
+        jars.append(str(path))
+    classes = target / "classes"
+    sources = [str(source) for source in (JAVA_DIR / "src").rglob("*.java")]
+    command = ["javac", "-nowarn", "-d", str(classes), "-cp", os.pathsep.join(jars), *sources]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    if completed.returncode != 0:
+        pytest.fail(f"could not compile the harness against Pulsar {version}:\n{completed.stderr[-3000:]}")
+    (target / "classpath.txt").write_text(os.pathsep.join(jars))
+    return os.pathsep.join([str(classes), *jars])
+
+
+def _build(version: str) -> str:
+    """Compile the harness for `version` unless it is up to date; return its classpath."""
+    target = JAVA_DIR / "target" / version
+    harness_class = target / "classes" / "differential" / "Harness.class"
+    classpath_file = target / "classpath.txt"
+    sources = [JAVA_DIR / "pom.xml", *(JAVA_DIR / "src").rglob("*.java")]
+    if harness_class.exists() and classpath_file.exists():
+        built = min(harness_class.stat().st_mtime, classpath_file.stat().st_mtime)
+        jars = classpath_file.read_text().strip().split(os.pathsep)
+        if all(source.stat().st_mtime < built for source in sources) and all(Path(jar).exists() for jar in jars):
+            return os.pathsep.join([str(target / "classes"), *jars])
+    goals = [
+        f"-Dpulsar.version={version}",
+        "compile",
+        "dependency:build-classpath",
+        f"-Dmdep.outputFile={classpath_file}",
+    ]
+    errors = _maven(goals)
+    if errors is None:
+        return os.pathsep.join([str(target / "classes"), classpath_file.read_text().strip()])
+    if version != default_pulsar_version() and "Could not resolve dependencies" in errors:
+        return _build_mixed(version, _build(default_pulsar_version()))
+    pytest.fail(f"could not build the differential harness:\n{errors}")
+
+
+@pytest.fixture(scope="session", params=pulsar_versions())
+def java_harness(request: pytest.FixtureRequest) -> JavaHarness:
+    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"the differential tests need {' and '.join(missing)} (OpenJDK 17 and Maven, see README)")
+    version = request.param
+    return JavaHarness(classpath=_build(version), pulsar_version=version)

@@ -1,0 +1,532 @@
+"""Random but valid inputs for the differential tests, seeded, and free of the ties Java breaks by hash order.
+
+Three kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
+
+- `shed_case(seed)`: a LoadData (2-50 brokers, 0-200 bundles each, traffic over several orders of magnitude,
+  system-namespace bundles, bundles without bundle data, recently unloaded bundles) plus config overrides, for
+  AvgShedder (3-6 consecutive runs), UniformLoadShedder, ThresholdShedder (2-4 runs) and OverloadShedder;
+- `split_candidates_case(seed)`: a LoadData and the namespaces' bundle counts for BundleSplitterTask;
+- `split_positions_case(seed)`: one bundle, the namespace's topics (with stats) and a split algorithm.
+
+Tie rules. Pulsar keeps brokers and bundles in hash maps, so where two values are exactly equal the answer
+depends on HashMap iteration order; the planner breaks those ties by name. The generator avoids them:
+
+1. Broker scores (weighted max usage, float32 percentages) are pairwise distinct (AvgShedder's sort and
+   pairing; ThresholdShedder's lower-boundary pick, where the first of equal maxima wins). For releases
+   whose AvgShedder compares `(int)(a - b)` (before 4.0.8 and on 4.1.x), at least one point apart.
+2. The largest broker message rate and the largest broker throughput are each held by one broker only
+   (UniformLoadShedder's overloaded broker).
+3. Within one broker, the candidate bundles' short-term message rates are pairwise distinct, and so are their
+   short-term throughputs, zero included (the shedders' descending sorts are stable over hash order).
+4. No two bundles have equal BundleData: AvgShedder remembers planned destinations in a HashMap keyed by the
+   BundleData value (`@EqualsAndHashCode`), so equal values would share one destination.
+5. Each bundle is reported by one broker only, and a namespace's bundle count is either at the split limit
+   already or leaves room for every bundle it reports: when only some bundles fit, which ones win depends on
+   broker (ConcurrentHashMap) and `lastStats` order.
+6. Topic hashes in a split case are distinct, except for deliberate CRC-32 collisions (found by a birthday
+   search) in a tenth of the split-position cases; with those the cases check that the planner handles equal
+   hashes exactly as Pulsar's list-and-HashMap code does.
+
+Not avoided, because random data practically never meets it: ThresholdShedder sums the brokers' averages in
+ConcurrentHashMap order, the planner in id order, so the mean can differ in its last bit; a broker would have to
+sit within that bit of `avg + threshold` for the decision to change.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import zlib
+from typing import Any
+
+from planner.broker_score import broker_usage
+from planner.config import PulsarConfig
+from planner.model import LocalBrokerData
+from planner.versions import PulsarVersion
+
+FULL_UPPER = 0xFFFFFFFF
+MIB = 1024 * 1024
+CLUSTER = "dc1"
+
+SHED_STRATEGIES = ("AvgShedder", "UniformLoadShedder", "ThresholdShedder", "OverloadShedder")
+SPLIT_ALGORITHMS = (
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "specified_positions_divide",
+    "flow_or_qps_equally_divide",
+)
+
+
+# --- shared helpers ----------------------------------------------------------------------------------------
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return 10 ** rng.uniform(math.log10(low), math.log10(high))
+
+
+def _bundle(namespace: str, lower: int, upper: int) -> str:
+    return f"{namespace}/0x{lower:08x}_0x{upper:08x}"
+
+
+def _ranges(rng: random.Random, count: int) -> list[tuple[int, int]]:
+    """`count` consecutive ranges covering the whole hash space, cut at random boundaries."""
+    cuts = sorted(rng.sample(range(1, FULL_UPPER), count - 1))
+    boundaries = [0, *cuts, FULL_UPPER]
+    return list(itertools.pairwise(boundaries))
+
+
+def _broker_ids(rng: random.Random, count: int) -> list[str]:
+    ids: set[str] = set()
+    while len(ids) < count:
+        if rng.random() < 0.5:
+            ids.add(f"10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)}:8080")
+        else:
+            ids.add(f"broker-{rng.randint(0, 999)}.pulsar.svc.cluster.local:{rng.choice([8080, 8443, 9080])}")
+    ids_list = sorted(ids)
+    rng.shuffle(ids_list)
+    return ids_list
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    """A config value as broker.conf would hold it (Java and Python parse it to the same double)."""
+    return f"{value:.{digits}f}"
+
+
+# --- shedding ----------------------------------------------------------------------------------------------
+
+
+def _shed_config(rng: random.Random) -> dict[str, str]:
+    """Overrides of the shedders' settings, each present about half the time, within sensible ranges."""
+    low = rng.randint(0, 30)
+    candidates: dict[str, Any] = {
+        "maxUnloadPercentage": lambda: _fmt(rng.uniform(0.05, 1.0)),
+        "minUnloadMessage": lambda: str(rng.choice([0, 1, 100, 1000, 5000, int(_log_uniform(rng, 1, 20000))])),
+        "minUnloadMessageThroughput": lambda: str(rng.choice([0, MIB, int(_log_uniform(rng, 1000, 50 * MIB))])),
+        "loadBalancerAvgShedderLowThreshold": lambda: str(low),
+        "loadBalancerAvgShedderHighThreshold": lambda: str(rng.randint(low, low + 50)),
+        "loadBalancerAvgShedderHitCountLowThreshold": lambda: str(rng.randint(1, 8)),
+        "loadBalancerAvgShedderHitCountHighThreshold": lambda: str(rng.randint(1, 4)),
+        "loadBalancerMsgRateDifferenceShedderThreshold": lambda: rng.choice(["0", "-1", _fmt(rng.uniform(1, 300), 2)]),
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": lambda: rng.choice(
+            ["0", _fmt(rng.uniform(1, 20), 2)]
+        ),
+        "maxUnloadBundleNumPerShedding": lambda: str(rng.choice([-1, 1, 2, 3, 5, 10])),
+        "loadBalancerBrokerThresholdShedderPercentage": lambda: str(rng.randint(0, 40)),
+        "loadBalancerHistoryResourcePercentage": lambda: rng.choice(["0", "1", _fmt(rng.uniform(0, 1))]),
+        "loadBalancerBundleUnloadMinThroughputThreshold": lambda: rng.choice(["0", _fmt(rng.uniform(0, 30), 2)]),
+        "lowerBoundarySheddingEnabled": lambda: rng.choice(["true", "false"]),
+        "loadBalancerBrokerOverloadedThresholdPercentage": lambda: str(rng.randint(30, 100)),
+        "loadBalancerCPUResourceWeight": lambda: _fmt(rng.uniform(0.1, 2), 2),
+        "loadBalancerDirectMemoryResourceWeight": lambda: rng.choice(["0", "1", _fmt(rng.uniform(0, 2), 2)]),
+        "loadBalancerMemoryResourceWeight": lambda: _fmt(rng.uniform(0, 2), 2),
+        "loadBalancerBandwidthInResourceWeight": lambda: rng.choice(["1.0", _fmt(rng.uniform(0, 2), 2)]),
+        "loadBalancerBandwidthOutResourceWeight": lambda: rng.choice(["1.0", _fmt(rng.uniform(0, 2), 2)]),
+        "loadBalancerBandwithInResourceWeight": lambda: rng.choice(["1.0", _fmt(rng.uniform(0, 2), 2)]),
+        "loadBalancerBandwithOutResourceWeight": lambda: rng.choice(["1.0", _fmt(rng.uniform(0, 2), 2)]),
+    }
+    return {key: make() for key, make in candidates.items() if rng.random() < 0.5}
+
+
+def _usage(rng: random.Random, limit: float, level: float, exact: bool, noise: float = 0.3) -> dict[str, float]:
+    """A resource at about `level` of `limit`; `exact` gives round numbers that hit float32 boundaries."""
+    if limit <= 0:
+        return {"usage": round(rng.uniform(0, 1e6), 3), "limit": limit}
+    if exact:
+        return {"usage": float(round(level * 100)), "limit": 100.0}
+    return {"usage": limit * level * rng.uniform(1 - noise, 1 + noise), "limit": limit}
+
+
+def _resources(rng: random.Random, level: float | None = None) -> dict[str, dict[str, float]]:
+    """Resource usage around one load level; a given level (an even cluster) keeps cpu close to it."""
+    even = level is not None
+    if level is None:
+        level = rng.random() ** rng.choice([0.5, 1.0, 2.0]) * 1.15
+    exact = not even and rng.random() < 0.2
+    nic = 0.0 if rng.random() < 0.1 else _log_uniform(rng, 1e6, 2.5e7)
+    others = (lambda: 0.3) if even else (lambda: rng.uniform(0.3, 1.1))
+    return {
+        "cpu": _usage(rng, 100.0 * rng.choice([2, 4, 8, 16, 32]), level, exact, 0.01 if even else 0.3),
+        "memory": _usage(rng, float(rng.choice([2048, 4096, 8192])), rng.uniform(0.1, 1.0), False),
+        "directMemory": _usage(rng, float(rng.choice([1024, 4096])), level * others(), exact and rng.random() < 0.5),
+        "bandwidthIn": _usage(rng, nic, level * others(), False),
+        "bandwidthOut": _usage(rng, nic, level * others(), False),
+    }
+
+
+def _traffic(rng: random.Random, scale: float, idle: bool) -> dict[str, float]:
+    if idle:
+        return {"msgRateIn": 0.0, "msgRateOut": 0.0, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0}
+    rate_in = _log_uniform(rng, 0.01, 3e4) * scale
+    rate_out = 0.0 if rng.random() < 0.1 else rate_in * _log_uniform(rng, 0.1, 20)
+    size = _log_uniform(rng, 20, 5e4)
+    return {
+        "msgRateIn": rate_in,
+        "msgRateOut": rate_out,
+        "msgThroughputIn": rate_in * size,
+        "msgThroughputOut": rate_out * size * rng.uniform(0.9, 1.1),
+    }
+
+
+def _bundle_data(rng: random.Random, traffic: dict[str, float], topics: int) -> dict[str, Any]:
+    # Long-term data is never zero, so no two bundles share a BundleData value (tie rule 4).
+    long_term = {
+        key: (value or _log_uniform(rng, 0.01, 10)) * _log_uniform(rng, 0.5, 2) for key, value in traffic.items()
+    }
+    return {
+        "shortTermData": {"maxSamples": 10, "numSamples": rng.randint(1, 10), **traffic},
+        "longTermData": {"maxSamples": 1000, "numSamples": rng.randint(1, 1000), **long_term},
+        "topics": topics,
+    }
+
+
+def _system_bundles(rng: random.Random, broker_id: str) -> list[str]:
+    """Heartbeat and SLA-monitor namespaces in the formats different releases use, and near misses."""
+    names = [
+        f"pulsar/{broker_id}",  # heartbeat (all releases)
+        f"pulsar/{CLUSTER}/{broker_id}",  # heartbeat with cluster (V1 names, before 4.2)
+        f"sla-monitor/{broker_id}",  # SLA monitor from 4.2
+        f"sla-monitor/{CLUSTER}/{broker_id}",  # SLA monitor before 4.2
+        f"pulsar/{broker_id.replace(':', '-')}",  # no port: an ordinary namespace
+    ]
+    return [_bundle(name, 0, FULL_UPPER) for name in rng.sample(names, rng.randint(1, 3))]
+
+
+def comparator_score_gap(version: str) -> float:
+    """How far apart broker scores must be for `version`'s AvgShedder sort to be independent of hash order.
+
+    Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart compare as equal (and the
+    comparator is not transitive). Read in the released sources: 3.0.7 and 4.0.7 truncate, 4.0.8 and 4.2.4
+    compare doubles; 4.1.x was not available to check.
+    """
+    parsed = PulsarVersion.parse(version)
+    exact = parsed.at_least(4, 2) or ((parsed.major, parsed.minor) == (4, 0) and parsed.patch >= 8)
+    return 0.0 if exact else 1.0
+
+
+def shed_case(seed: int, version: str = "latest") -> dict[str, Any]:
+    rng = random.Random(f"shed-{seed}")
+    config = _shed_config(rng)
+    num_brokers = 2 + round(48 * rng.random() ** 2)
+    max_bundles = int(math.expm1(rng.uniform(0, math.log1p(200))))
+    broker_ids = _broker_ids(rng, num_brokers)
+    counts = [rng.randint(0, max_bundles) for _ in broker_ids]
+
+    # Ordinary bundles: a few namespaces, each cut into consecutive ranges, dealt out to the brokers.
+    total = sum(counts)
+    namespaces = [f"tenant-{i % 3}/ns-{i}" for i in range(rng.randint(1, 8))]
+    per_namespace = [0] * len(namespaces)
+    for _ in range(total):
+        per_namespace[rng.randrange(len(namespaces))] += 1
+    bundles = [
+        _bundle(namespace, lower, upper)
+        for namespace, count in zip(namespaces, per_namespace, strict=True)
+        if count
+        for lower, upper in _ranges(rng, count)
+    ]
+    rng.shuffle(bundles)
+    if rng.random() < 0.3:
+        bundles += [_bundle("pulsar/system", lo, hi) for lo, hi in _ranges(rng, 4)]
+
+    owned: dict[str, list[str]] = {}
+    start = 0
+    for broker_id, count in zip(broker_ids, counts, strict=True):
+        owned[broker_id] = bundles[start : start + count]
+        start += count
+        if rng.random() < 0.2:
+            owned[broker_id] += _system_bundles(rng, broker_id)
+    for extra in bundles[start:]:  # pulsar/system bundles
+        owned[rng.choice(broker_ids)].append(extra)
+
+    # A third of the clusters are even but for one or two idle brokers: no broker is far above the mean, some
+    # are far below it (ThresholdShedder's lower-boundary mode).
+    levels: dict[str, float] = {}
+    if rng.random() < 0.33:
+        base = rng.uniform(0.3, 0.9)
+        levels = {broker_id: base * rng.uniform(0.95, 1.05) for broker_id in broker_ids}
+        for broker_id in rng.sample(broker_ids, rng.randint(1, 2)):
+            levels[broker_id] = rng.uniform(0, 0.2)
+        config["lowerBoundarySheddingEnabled"] = rng.choice(["true", "true", "false"])
+        config["loadBalancerBundleUnloadMinThroughputThreshold"] = rng.choice(["0", "0.5", "2"])
+    bundle_data: dict[str, Any] = {}
+    brokers: dict[str, Any] = {}
+    missing_data = rng.choice([0.0, 0.0, 0.05, 0.3])
+    for broker_id in broker_ids:
+        scale = _log_uniform(rng, 0.05, 20)
+        last_stats: dict[str, Any] = {}
+        idle_used = False
+        for name in owned[broker_id]:
+            idle = not idle_used and rng.random() < 0.05
+            idle_used = idle_used or idle
+            traffic = _traffic(rng, scale, idle)
+            topics = rng.randint(1, 40)
+            if rng.random() >= missing_data:
+                bundle_data[name] = _bundle_data(rng, traffic, topics)
+            last_stats[name] = {
+                **{key: value * rng.uniform(0.9, 1.1) for key, value in traffic.items()},
+                "consumerCount": rng.randint(0, 50),
+                "producerCount": rng.randint(0, 50),
+                "topics": topics,
+                "cacheSize": 0,
+            }
+        totals = {key: sum(stats[key] for stats in last_stats.values()) for key in _traffic(rng, 1, True)}
+        if rng.random() < 0.2:  # a report whose totals disagree with its bundles
+            totals = {key: value * _log_uniform(rng, 0.1, 10) for key, value in totals.items()}
+        brokers[broker_id] = {
+            "webServiceUrl": f"http://{broker_id}",
+            "pulsarServiceUrl": f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650",
+            **_resources(rng, levels.get(broker_id)),
+            **totals,
+            "lastUpdate": 1_790_000_000_000 + rng.randint(0, 10**6),
+            "lastStats": last_stats,
+            "numTopics": sum(stats["topics"] for stats in last_stats.values()),
+            "numBundles": len(last_stats),
+            "bundles": list(last_stats),
+        }
+    for _ in range(rng.choice([0, 0, 3])):  # bundle data of bundles nobody reports any more
+        bundle_data[_bundle("tenant-9/gone", *_ranges(rng, 2)[0])] = _bundle_data(rng, _traffic(rng, 1, False), 1)
+
+    recently_unloaded: dict[str, int] = {}
+    if rng.random() < 0.5:
+        share = rng.uniform(0, 0.3)
+        for name in bundle_data:
+            if rng.random() < share:
+                recently_unloaded[name] = 1_790_000_000_000 - rng.randint(0, 3_600_000)
+
+    load_data = {"brokers": brokers, "bundleData": bundle_data, "recentlyUnloadedBundles": recently_unloaded}
+    _break_ties(rng, load_data, config, version)
+    strategies = {
+        "AvgShedder": rng.randint(3, 6),
+        "UniformLoadShedder": 1,
+        "ThresholdShedder": rng.randint(2, 4),
+        "OverloadShedder": 1,
+    }
+    case = {"id": f"shed-{seed}", "kind": "shed", "config": config, "loadData": load_data, "strategies": strategies}
+    if num_brokers > 2 and rng.random() < 0.3:  # brokers leave and come back between runs
+        case["absentBrokers"] = [
+            [broker_id for broker_id in broker_ids if rng.random() < 0.2] for _ in range(max(strategies.values()))
+        ]
+    return case
+
+
+def _break_ties(rng: random.Random, load_data: dict[str, Any], config: dict[str, str], version: str) -> None:
+    """Apply tie rules 1-4 by nudging the values that collide."""
+    settings = PulsarConfig.from_settings({**config, "pulsarVersion": version})
+    gap = comparator_score_gap(version)
+    brokers = load_data["brokers"]
+    for _ in range(1000):  # rule 1: distinct broker scores (at least `gap` points apart)
+        scores: list[tuple[float, str]] = sorted(
+            (broker_usage(LocalBrokerData.model_validate(report), settings) * 100, broker_id)
+            for broker_id, report in brokers.items()
+        )
+        clash = next((b for (x, _), (y, b) in itertools.pairwise(scores) if y == x or y - x < gap), None)
+        if clash is None:
+            break
+        brokers[clash].update(_resources(rng))
+    else:
+        raise AssertionError("could not make broker scores distinct")
+
+    for pair in (("msgRateIn", "msgRateOut"), ("msgThroughputIn", "msgThroughputOut")):  # rule 2
+        totals = sorted(((report[pair[0]] + report[pair[1]], broker_id) for broker_id, report in brokers.items()))
+        if len(totals) > 1 and totals[-1][0] > 0 and totals[-1][0] == totals[-2][0]:
+            brokers[totals[-1][1]][pair[0]] *= 1.001
+
+    bundle_data = load_data["bundleData"]
+    for report in brokers.values():  # rule 3
+        for pair in (("msgRateIn", "msgRateOut"), ("msgThroughputIn", "msgThroughputOut")):
+            seen_values: set[float] = set()
+            for name in report["bundles"]:
+                if name not in bundle_data:
+                    continue
+                short = bundle_data[name]["shortTermData"]
+                while short[pair[0]] + short[pair[1]] in seen_values:
+                    short[pair[0]] += rng.uniform(0.001, 1)
+                seen_values.add(short[pair[0]] + short[pair[1]])
+    values = [repr(sorted(_flatten(data))) for data in bundle_data.values()]  # rule 4
+    assert len(values) == len(set(values)), "two bundles share a BundleData value"
+    reported = [name for report in brokers.values() for name in report["bundles"]]  # rule 5
+    assert len(reported) == len(set(reported)), "a bundle is reported by two brokers"
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            items += _flatten(value, f"{prefix}{key}.")
+        else:
+            items.append((prefix + key, value))
+    return items
+
+
+# --- split candidates --------------------------------------------------------------------------------------
+
+
+def split_candidates_case(seed: int) -> dict[str, Any]:
+    """Bundles around every split threshold; namespace counts that are at the limit or leave room for all."""
+    rng = random.Random(f"split-candidates-{seed}")
+    max_topics = rng.choice([2, 10, 1000, rng.randint(2, 2000)])
+    max_sessions = rng.choice([-1, 0, 1000, rng.randint(1, 200)])
+    max_rate = rng.choice([30000, rng.randint(1, 50000)])
+    max_mbytes = rng.choice([100, rng.randint(1, 200), 2048, 2049, 4096, 3000])  # >= 2048 overflows int in Java
+    maximum_bundles = rng.choice([128, rng.randint(1, 64)])
+    config = {
+        "loadBalancerNamespaceBundleMaxTopics": str(max_topics),
+        "loadBalancerNamespaceBundleMaxSessions": str(max_sessions),
+        "loadBalancerNamespaceBundleMaxMsgRate": str(max_rate),
+        "loadBalancerNamespaceBundleMaxBandwidthMbytes": str(max_mbytes),
+        "loadBalancerNamespaceMaximumBundles": str(maximum_bundles),
+    }
+    broker_ids = _broker_ids(rng, rng.randint(1, 12))
+    namespaces = [f"tenant-{i % 2}/ns-{i}" for i in range(rng.randint(1, 5))]
+    brokers: dict[str, Any] = {}
+    bundle_data: dict[str, Any] = {}
+    reported: dict[str, int] = dict.fromkeys(namespaces, 0)
+    ranges = {namespace: _ranges(rng, 64) for namespace in namespaces}
+    for broker_id in broker_ids:
+        last_stats: dict[str, Any] = {}
+        for _ in range(rng.randint(0, 20)):
+            namespace = rng.choice(namespaces)
+            if not ranges[namespace]:
+                continue
+            name = _bundle(namespace, *ranges[namespace].pop())
+            reported[namespace] += 1
+            topics = rng.choice([0, 1, 2, max_topics, max_topics + 1, rng.randint(0, 3 * max_topics)])
+            sessions = rng.choice([max_sessions, max_sessions + 1, rng.randint(0, 2500)])
+            consumers = rng.randint(0, max(sessions, 0))
+            last_stats[name] = {
+                "msgRateIn": 1.0,
+                "msgThroughputIn": 1.0,
+                "consumerCount": consumers,
+                "producerCount": max(sessions, 0) - consumers,
+                "topics": topics,
+            }
+            if rng.random() < 0.85:
+                rate = rng.choice([float(max_rate), max_rate * rng.uniform(0, 2)])
+                throughput = rng.choice([float(max_mbytes * MIB), max_mbytes * MIB * rng.uniform(0, 2)])
+                split = rng.random()
+                traffic = {
+                    "msgRateIn": rate * split,
+                    "msgRateOut": rate - rate * split,
+                    "msgThroughputIn": throughput * split,
+                    "msgThroughputOut": throughput - throughput * split,
+                }
+                bundle_data[name] = _bundle_data(rng, traffic, topics)
+                bundle_data[name]["longTermData"].update(traffic)
+        order = list(last_stats)
+        rng.shuffle(order)
+        brokers[broker_id] = {"lastStats": {name: last_stats[name] for name in order}, "bundles": order}
+    counts = {}
+    for namespace in namespaces:  # tie rule 5: all fit, or none does
+        if rng.random() < 0.3:
+            counts[namespace] = maximum_bundles + rng.randint(0, 3)
+        elif maximum_bundles - reported[namespace] >= 0:
+            counts[namespace] = rng.randint(0, maximum_bundles - reported[namespace])
+        else:
+            counts[namespace] = maximum_bundles
+    return {
+        "id": f"split-candidates-{seed}",
+        "kind": "splitCandidates",
+        "config": config,
+        "loadData": {"brokers": brokers, "bundleData": bundle_data},
+        "namespaceBundleCounts": counts,
+    }
+
+
+# --- split positions ---------------------------------------------------------------------------------------
+
+_COLLISIONS: dict[str, tuple[str, str]] = {}
+
+
+def colliding_topics(namespace: str) -> tuple[str, str]:
+    """Two topic names of `namespace` with the same CRC-32 (a birthday search over ~2^16 names)."""
+    if namespace not in _COLLISIONS:
+        # Random suffixes: names that differ only within 32 bits never collide (CRC-32 catches such bursts).
+        rng = random.Random(namespace)
+        seen: dict[int, str] = {}
+        while True:
+            name = f"persistent://{namespace}/collide-{rng.getrandbits(64):016x}"
+            hashed = zlib.crc32(name.encode())
+            if hashed in seen and seen[hashed] != name:
+                _COLLISIONS[namespace] = (seen[hashed], name)
+                break
+            seen[hashed] = name
+    return _COLLISIONS[namespace]
+
+
+def _in_range(hashed: int, lower: int, upper: int) -> bool:
+    return lower <= hashed < upper or (upper == FULL_UPPER and hashed == upper)
+
+
+def split_positions_case(seed: int) -> dict[str, Any]:
+    rng = random.Random(f"split-positions-{seed}")
+    algorithm = rng.choice(SPLIT_ALGORITHMS)
+    namespace = rng.choice(["tenant-a/ns-1", "tenant-b/orders", "acme/telemetry"])
+    collision = algorithm in SPLIT_ALGORITHMS[1:] and rng.random() < 0.1
+    if collision:
+        first, _ = colliding_topics(namespace)
+        hashed = zlib.crc32(first.encode())
+        lower = rng.randint(max(0, hashed - 2**28), hashed)
+        upper = min(FULL_UPPER, hashed + rng.randint(1, 2**28))
+    elif rng.random() < 0.1:  # tiny ranges, the last bundle, the full range
+        lower, upper = rng.choice([(5, 6), (5, 7), (5, 8), (FULL_UPPER - 3, FULL_UPPER), (0, FULL_UPPER)])
+    else:
+        width = (FULL_UPPER + 1) >> rng.randint(0, 7)
+        lower = rng.randrange(0, FULL_UPPER + 1 - width + 1)
+        upper = min(lower + width - rng.randint(0, 1000), FULL_UPPER)
+    inside_wanted = rng.choice([0, 1, 2, 3, rng.randint(2, 40)])
+    if inside_wanted * (FULL_UPPER + 1) / (upper - lower) > 200_000:  # too narrow to find topics by chance
+        inside_wanted = 0
+    outside_wanted = 3 if upper - lower <= 2**31 else 0
+    names: list[str] = []
+    seen_hashes: set[int] = set()
+    inside = outside = 0
+    while inside < inside_wanted or outside < outside_wanted:
+        domain = rng.choice(["persistent", "persistent", "non-persistent"])
+        local = f"t-{rng.getrandbits(40):x}" + (f"-partition-{rng.randint(0, 9)}" if rng.random() < 0.3 else "")
+        name = f"{domain}://{namespace}/{local}"
+        hashed = zlib.crc32(name.encode())
+        if hashed in seen_hashes:
+            continue
+        if _in_range(hashed, lower, upper):
+            if inside >= inside_wanted:
+                continue
+            inside += 1
+        elif outside >= outside_wanted:
+            continue
+        else:
+            outside += 1
+        seen_hashes.add(hashed)
+        names.append(name)
+    if collision:
+        names[rng.randrange(len(names) + 1) : 0] = colliding_topics(namespace)
+    max_rate = rng.choice([1000, 30000, rng.randint(10, 5000)])
+    max_mbytes = rng.choice([1, 10, 100])
+    topics = []
+    for name in names:
+        topic: dict[str, Any] = {"name": name}
+        if rng.random() < 0.9:
+            traffic = _traffic(rng, max_rate / 3000, rng.random() < 0.1)
+            if rng.random() < 0.1:  # traffic in one direction only
+                traffic = dict.fromkeys(traffic, 0.0) | {"msgThroughputOut": traffic["msgThroughputOut"]}
+            topic.update(traffic)
+        topics.append(topic)
+    case: dict[str, Any] = {
+        "id": f"split-positions-{seed}",
+        "kind": "splitPositions",
+        "algorithm": algorithm,
+        "namespace": namespace,
+        "bundle": f"0x{lower:08x}_0x{upper:08x}",
+        "topics": topics,
+        "config": {
+            "loadBalancerNamespaceBundleMaxMsgRate": str(max_rate),
+            "loadBalancerNamespaceBundleMaxBandwidthMbytes": str(max_mbytes),
+            "flowOrQpsDifferenceThresholdPercentage": str(rng.choice([0, 10, rng.randint(0, 100)])),
+        },
+    }
+    if algorithm == "specified_positions_divide":
+        case["force"] = rng.random() < 0.5
+        if rng.random() < 0.9:
+            choices = [lower, upper, lower + 1, upper - 1, *(rng.randint(lower, upper) for _ in range(3))]
+            choices += [rng.randint(0, FULL_UPPER) for _ in range(2)]
+            case["positions"] = [rng.choice(choices) for _ in range(rng.randint(0, 5))]
+    return case

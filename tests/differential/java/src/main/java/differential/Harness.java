@@ -1,0 +1,273 @@
+package differential;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.common.collect.Multimap;
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import org.apache.commons.lang3.mutable.MutableInt;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.loadbalance.LoadData;
+import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.impl.AvgShedder;
+import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
+import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
+import org.apache.pulsar.common.naming.BundleSplitOption;
+import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitOption;
+import org.apache.pulsar.common.naming.NamespaceBundle;
+import org.apache.pulsar.common.naming.NamespaceBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.RangeEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.SpecifiedPositionsBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.TopicCountEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.policies.data.stats.TopicStatsImpl;
+import org.apache.pulsar.common.util.ObjectMapperFactory;
+import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.BundleData;
+import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
+
+/**
+ * Runs Pulsar's own load-balancing code on the differential test cases.
+ *
+ * <p>Usage: {@code Harness CASES.jsonl RESULTS.jsonl}. Each input line is one case (see
+ * tests/differential/README.md); each output line is {@code {"id": ..., ...}} with Pulsar's answer, or
+ * {@code {"id": ..., "error": "..."}} when Pulsar threw.
+ */
+public final class Harness {
+    private static final ObjectMapper MAPPER = ObjectMapperFactory.create();
+    private static final String STRATEGY_PACKAGE = "org.apache.pulsar.broker.loadbalance.impl.";
+
+    private Harness() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        try (BufferedReader in = Files.newBufferedReader(Path.of(args[0]), StandardCharsets.UTF_8);
+             BufferedWriter out = Files.newBufferedWriter(Path.of(args[1]), StandardCharsets.UTF_8)) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                JsonNode testCase = MAPPER.readTree(line);
+                ObjectNode result = MAPPER.createObjectNode();
+                result.put("id", testCase.path("id").asText());
+                try {
+                    switch (testCase.path("kind").asText()) {
+                        case "shed" -> shed(testCase, result);
+                        case "splitCandidates" -> splitCandidates(testCase, result);
+                        case "splitPositions" -> splitPositions(testCase, result);
+                        default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
+                    }
+                } catch (Exception e) {
+                    result.removeAll();
+                    result.put("id", testCase.path("id").asText());
+                    result.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+                }
+                out.write(MAPPER.writeValueAsString(result));
+                out.newLine();
+            }
+        }
+    }
+
+    // --- inputs -----------------------------------------------------------------------------------------------
+
+    /** The config map (Pulsar key -> string) read the way broker.conf is read. */
+    static ServiceConfiguration config(JsonNode settings) throws Exception {
+        Properties properties = new Properties();
+        settings.fields().forEachRemaining(e -> properties.setProperty(e.getKey(), e.getValue().asText()));
+        return PulsarConfigurationLoader.create(properties, ServiceConfiguration.class);
+    }
+
+    /**
+     * LoadData from the planner's JSON ({@code "loadDataFile"}: a path, or {@code "loadData"} inline): load reports
+     * and bundle data deserialized by Pulsar's own object mapper, as the leader reads them from the metadata store.
+     */
+    static LoadData loadData(JsonNode testCase) throws Exception {
+        JsonNode document = testCase.has("loadDataFile")
+                ? MAPPER.readTree(Path.of(testCase.path("loadDataFile").asText()).toFile())
+                : testCase.path("loadData");
+        LoadData loadData = new LoadData();
+        for (Map.Entry<String, JsonNode> e : iterable(document.path("brokers").fields())) {
+            LocalBrokerData local = MAPPER.treeToValue(e.getValue(), LocalBrokerData.class);
+            loadData.getBrokerData().put(e.getKey(), new BrokerData(local));
+        }
+        for (Map.Entry<String, JsonNode> e : iterable(document.path("bundleData").fields())) {
+            loadData.getBundleData().put(e.getKey(), MAPPER.treeToValue(e.getValue(), BundleData.class));
+        }
+        for (Map.Entry<String, JsonNode> e : iterable(document.path("recentlyUnloadedBundles").fields())) {
+            loadData.getRecentlyUnloadedBundles().put(e.getKey(), e.getValue().asLong());
+        }
+        return loadData;
+    }
+
+    // --- shedding ---------------------------------------------------------------------------------------------
+
+    /**
+     * For each strategy of the case ({@code "strategies": {"AvgShedder": runs, ...}}): {@code runs} consecutive
+     * findBundlesForUnloading calls on one strategy instance, so hit counters and history carry over.
+     */
+    static void shed(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        LoadData loadData = loadData(testCase);
+        ObjectNode results = result.putObject("strategies");
+        for (Map.Entry<String, JsonNode> e : iterable(testCase.path("strategies").fields())) {
+            ObjectNode strategyResult = results.putObject(e.getKey());
+            try {
+                LoadSheddingStrategy strategy = (LoadSheddingStrategy) Class.forName(STRATEGY_PACKAGE + e.getKey())
+                        .getDeclaredConstructor().newInstance();
+                shed(strategy, e.getValue().asInt(), loadData, testCase.path("absentBrokers"), conf,
+                        strategyResult.putArray("runs"));
+            } catch (Exception error) {
+                strategyResult.removeAll();
+                strategyResult.put("error", error.getClass().getSimpleName() + ": " + error.getMessage());
+            }
+        }
+    }
+
+    /**
+     * Each run sees the case's LoadData minus the brokers {@code "absentBrokers"[run]} lists, and is preceded by
+     * onActiveBrokersChange with the brokers present, as the leader's updateAll does before a shedding cycle.
+     */
+    static void shed(LoadSheddingStrategy strategy, int numRuns, LoadData all, JsonNode absentBrokers,
+                     ServiceConfiguration conf, ArrayNode runs) throws Exception {
+        for (int run = 0; run < numRuns; run++) {
+            LoadData loadData = new LoadData();
+            loadData.getBrokerData().putAll(all.getBrokerData());
+            absentBrokers.path(run).forEach(broker -> loadData.getBrokerData().remove(broker.asText()));
+            loadData.getBundleData().putAll(all.getBundleData());
+            loadData.getRecentlyUnloadedBundles().putAll(all.getRecentlyUnloadedBundles());
+            strategy.onActiveBrokersChange(new HashSet<>(loadData.getBrokerData().keySet()));
+            Multimap<String, String> selected = strategy.findBundlesForUnloading(loadData, conf);
+            ObjectNode runResult = runs.addObject();
+            ArrayNode unloads = runResult.putArray("unloads");
+            for (Map.Entry<String, String> entry : selected.entries()) {
+                ObjectNode unload = unloads.addObject();
+                unload.put("broker", entry.getKey());
+                unload.put("bundle", entry.getValue());
+                if (strategy instanceof AvgShedder avgShedder) {
+                    // The destination the shedding run planned, as the placement side reads it back.
+                    BundleData bundleData = loadData.getBundleData().get(entry.getValue());
+                    unload.put("destination", avgShedder.selectBroker(loadData.getBrokerData().keySet(),
+                            bundleData, loadData, conf).orElse(null));
+                } else {
+                    unload.putNull("destination");
+                }
+            }
+            runResult.set("state", state(strategy));
+        }
+    }
+
+    /** The strategy's private state after a run, in the planner's state-file shape (zero counters dropped). */
+    static ObjectNode state(LoadSheddingStrategy strategy) throws Exception {
+        ObjectNode state = MAPPER.createObjectNode();
+        if (strategy instanceof AvgShedder) {
+            for (String[] names : new String[][]{{"brokerHitCountForHigh", "highHitCount"},
+                    {"brokerHitCountForLow", "lowHitCount"}}) {
+                ObjectNode counters = state.putObject(names[1]);
+                Map<String, MutableInt> map = privateField(strategy, names[0]);
+                new TreeMap<>(map).forEach((broker, count) -> {
+                    if (count.intValue() != 0) {
+                        counters.put(broker, count.intValue());
+                    }
+                });
+            }
+        } else if (strategy.getClass().getSimpleName().equals("ThresholdShedder")) {
+            ObjectNode history = state.putObject("brokerAvgResourceUsage");
+            Map<String, Double> map = privateField(strategy, "brokerAvgResourceUsage");
+            new TreeMap<>(map).forEach(history::put);
+        }
+        return state;
+    }
+
+    // --- splitting --------------------------------------------------------------------------------------------
+
+    /** BundleSplitterTask.findBundlesToSplit with the namespaces' bundle counts given by the case. */
+    static void splitCandidates(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        LoadData loadData = loadData(testCase);
+        Map<String, Integer> counts = new TreeMap<>();
+        testCase.path("namespaceBundleCounts").fields()
+                .forEachRemaining(e -> counts.put(e.getKey(), e.getValue().asInt()));
+        StubServices.Namespaces namespaces = StubServices.namespaces(counts, List.of());
+        Map<String, String> split = new BundleSplitterTask()
+                .findBundlesToSplit(loadData, StubServices.pulsar(conf, namespaces));
+        ObjectNode bundles = result.putObject("bundles");
+        new TreeMap<>(split).forEach(bundles::put);
+    }
+
+    /** One split algorithm's getSplitBoundary on one bundle, with the namespace's topics given by the case. */
+    static void splitPositions(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        List<String> topicNames = new ArrayList<>();
+        Map<String, TopicStatsImpl> topicStats = new TreeMap<>();
+        for (JsonNode topic : testCase.path("topics")) {
+            String name = topic.path("name").asText();
+            topicNames.add(name);
+            TopicStatsImpl stats = new TopicStatsImpl();
+            stats.msgRateIn = topic.path("msgRateIn").asDouble();
+            stats.msgRateOut = topic.path("msgRateOut").asDouble();
+            stats.msgThroughputIn = topic.path("msgThroughputIn").asDouble();
+            stats.msgThroughputOut = topic.path("msgThroughputOut").asDouble();
+            topicStats.put(name, stats);
+        }
+        StubServices.Namespaces namespaces = StubServices.namespaces(Map.of(), topicNames);
+        NamespaceBundle bundle = StubServices.bundle(testCase.path("namespace").asText(),
+                testCase.path("bundle").asText());
+        List<Long> positions = null;
+        if (testCase.path("positions").isArray()) {
+            positions = new ArrayList<>();
+            for (JsonNode position : testCase.path("positions")) {
+                positions.add(position.asLong());
+            }
+        }
+        NamespaceBundleSplitAlgorithm algorithm;
+        BundleSplitOption option = new BundleSplitOption(namespaces, bundle, positions);
+        switch (testCase.path("algorithm").asText()) {
+            case "range_equally_divide" -> algorithm = new RangeEquallyDivideBundleSplitAlgorithm();
+            case "topic_count_equally_divide" -> algorithm = new TopicCountEquallyDivideBundleSplitAlgorithm();
+            case "specified_positions_divide" ->
+                    algorithm = new SpecifiedPositionsBundleSplitAlgorithm(testCase.path("force").asBoolean());
+            case "flow_or_qps_equally_divide" -> {
+                algorithm = new FlowOrQpsEquallyDivideBundleSplitAlgorithm();
+                option = new FlowOrQpsEquallyDivideBundleSplitOption(namespaces, bundle, positions, topicStats,
+                        conf.getLoadBalancerNamespaceBundleMaxMsgRate(),
+                        conf.getLoadBalancerNamespaceBundleMaxBandwidthMbytes(),
+                        conf.getFlowOrQpsDifferenceThresholdPercentage());
+            }
+            default -> throw new IllegalArgumentException("unknown algorithm " + testCase.path("algorithm"));
+        }
+        List<Long> boundaries = algorithm.getSplitBoundary(option).get();
+        if (boundaries == null) {
+            result.putNull("positions");
+        } else {
+            ArrayNode array = result.putArray("positions");
+            boundaries.forEach(array::add);
+        }
+    }
+
+    // --- helpers ----------------------------------------------------------------------------------------------
+
+    private static <T> Iterable<T> iterable(Iterator<T> iterator) {
+        return () -> iterator;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static <T> T privateField(Object target, String name) throws ReflectiveOperationException {
+        Field field = target.getClass().getDeclaredField(name);
+        field.setAccessible(true);
+        return (T) field.get(target);
+    }
+}

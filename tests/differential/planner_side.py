@@ -1,0 +1,255 @@
+"""The planner's answers to the differential cases, in the Java harness's output shape, and their comparison.
+
+Shapes (both sides):
+- shed: `{"strategies": {name: {"runs": [{"unloads": [{broker, bundle, destination}], "state": {...}}]}}}`;
+- splitCandidates: `{"bundles": [...]}` (sorted; Java returns a HashMap);
+- splitPositions: `{"positions": [...] | null}`;
+- any of them `{"error": "..."}` when the side refused the input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from planner.bundles import (
+    flow_or_qps_equally_divide,
+    range_equally_divide,
+    specified_positions_divide,
+    topic_count_equally_divide,
+)
+from planner.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
+from planner.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.config import PulsarConfig
+from planner.errors import InputError
+from planner.model import LoadData, load_data_from_mapping
+from planner.shedding.registry import shedding_strategy
+
+
+def config_for(case: dict[str, Any], version: str) -> PulsarConfig:
+    return PulsarConfig.from_settings({**case.get("config", {}), "pulsarVersion": version})
+
+
+def load_data_of(case: dict[str, Any]) -> LoadData:
+    if "loadDataFile" in case:
+        return load_data_from_mapping(json.loads(Path(case["loadDataFile"]).read_text()))
+    return load_data_from_mapping(case["loadData"])
+
+
+def shed(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """Each strategy of the case, `runs` times in a row with its state carried over (library API).
+
+    Run `i` sees the LoadData without the brokers `absentBrokers[i]` lists.
+    """
+    all_brokers = load_data_of(case)
+    absent = case.get("absentBrokers", [])
+    snapshots = [
+        all_brokers.model_copy(
+            update={"brokers": {b: r for b, r in all_brokers.brokers.items() if b not in set(absent[i])}}
+        )
+        if i < len(absent)
+        else all_brokers
+        for i in range(max(case["strategies"].values()))
+    ]
+    config = config_for(case, version)
+    results: dict[str, Any] = {}
+    for name, runs in case["strategies"].items():
+        strategy = shedding_strategy(name)
+        state = strategy.initial_state()
+        try:
+            outputs = []
+            for load_data in snapshots[:runs]:
+                outcome = strategy.run(load_data, config, state)
+                state = outcome.state
+                document = strategy.dump_state(state)
+                document.pop("strategy", None)
+                outputs.append({"unloads": [unload.to_json() for unload in outcome.unloads], "state": document})
+            results[name] = {"runs": outputs}
+        except (InputError, ValueError, ArithmeticError, KeyError, TypeError) as error:
+            results[name] = {"error": f"{type(error).__name__}: {error}"}
+    return {"strategies": results}
+
+
+def split_candidates(case: dict[str, Any], version: str) -> dict[str, Any]:
+    bundles = find_bundles_to_split(load_data_of(case), config_for(case, version), case["namespaceBundleCounts"])
+    return {"bundles": sorted(bundles)}
+
+
+def owned_topics(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The case's topics that the bundle owns: same namespace, hash inside the range (the last range closed)."""
+    bundle = BundleRange.parse(case["bundle"])
+    owned = []
+    for topic in case["topics"]:
+        namespace = topic["name"].partition("://")[2].rpartition("/")[0]
+        hashed = topic_hash(topic["name"])
+        inside = bundle.lower <= hashed < bundle.upper or (bundle.upper == FULL_RANGE_UPPER == hashed)
+        if namespace == case["namespace"] and inside:
+            owned.append(topic)
+    return owned
+
+
+def split_positions(case: dict[str, Any], version: str) -> dict[str, Any]:
+    bundle = BundleRange.parse(case["bundle"])
+    topics = owned_topics(case)
+    names = [topic["name"] for topic in topics]
+    algorithm = case["algorithm"]
+    try:
+        if algorithm == range_equally_divide.NAME:
+            positions = range_equally_divide.split_positions(bundle)
+        elif algorithm == topic_count_equally_divide.NAME:
+            positions = topic_count_equally_divide.split_positions(bundle, names)
+        elif algorithm == specified_positions_divide.NAME:
+            positions = specified_positions_divide.split_positions(
+                bundle, case.get("positions"), names, force=case.get("force", False)
+            )
+        else:
+            loads = [
+                flow_or_qps_equally_divide.TopicLoad(
+                    topic["name"],
+                    topic.get("msgRateIn", 0.0) + topic.get("msgRateOut", 0.0),
+                    topic.get("msgThroughputIn", 0.0) + topic.get("msgThroughputOut", 0.0),
+                )
+                for topic in topics
+            ]
+            positions = flow_or_qps_equally_divide.split_positions(bundle, loads, config_for(case, version))
+    except InputError as error:
+        return {"error": str(error)}
+    return {"positions": positions or None}
+
+
+RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
+    "shed": shed,
+    "splitCandidates": split_candidates,
+    "splitPositions": split_positions,
+}
+
+
+def run(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """The planner's answer; a crash becomes an answer too, so it is reported like any other difference."""
+    try:
+        return RUNNERS[case["kind"]](case, version)
+    except Exception as error:  # reported as a difference from Pulsar
+        return {"error": f"planner crashed: {type(error).__name__}: {error}"}
+
+
+# --- comparison --------------------------------------------------------------------------------------------
+
+
+def per_broker(unloads: list[dict[str, Any]]) -> dict[str, list[tuple[str, str | None]]]:
+    """Unloads by source broker, each broker's bundles (and destinations) in selection order.
+
+    Pulsar returns a Guava ArrayListMultimap, whose brokers iterate in HashMap order (not insertion order), so
+    the order across brokers carries no meaning; the planner lists them in pair (AvgShedder) or id order.
+    """
+    grouped: dict[str, list[tuple[str, str | None]]] = {}
+    for unload in unloads:
+        grouped.setdefault(unload["broker"], []).append((unload["bundle"], unload["destination"]))
+    return grouped
+
+
+def normalized_runs(result: dict[str, Any]) -> Any:
+    """What must be equal for one strategy: per run, the unloads per broker and the strategy's state."""
+    if "error" in result:
+        return "error"
+    return [{"unloads": per_broker(run["unloads"]), "state": run["state"]} for run in result["runs"]]
+
+
+def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, Any]) -> list[str]:
+    """Names of the parts that differ (empty when the planner agrees with Pulsar)."""
+    kind = case["kind"]
+    if "error" in java or "error" in planner:
+        return [] if ("error" in java) == ("error" in planner) else ["error"]
+    if kind == "shed":
+        return [
+            name
+            for name in case["strategies"]
+            if normalized_runs(java["strategies"][name]) != normalized_runs(planner["strategies"][name])
+        ]
+    if kind == "splitCandidates":
+        return [] if sorted(java["bundles"]) == planner["bundles"] else ["bundles"]
+    return [] if expected_positions(case, java) == planner["positions"] else ["positions"]
+
+
+def expected_positions(case: dict[str, Any], java: dict[str, Any]) -> list[int] | None:
+    """Pulsar's positions, or None (no split) where Pulsar returns a position its own splitBundles rejects.
+
+    topic_count_equally_divide and flow_or_qps_equally_divide do not check that their positions fall strictly
+    inside the bundle; applying such a position fails the whole split. The planner plans no split instead
+    (README, "Split positions").
+    """
+    positions = java["positions"] or None
+    bundle = BundleRange.parse(case["bundle"])
+    if case["algorithm"] not in (topic_count_equally_divide.NAME, flow_or_qps_equally_divide.NAME):
+        return positions
+    if positions and not all(bundle.lower < position < bundle.upper for position in positions):
+        return None
+    return positions
+
+
+# --- shrinking ---------------------------------------------------------------------------------------------
+
+
+def _without_brokers(case: dict[str, Any], brokers: set[str]) -> dict[str, Any]:
+    load = case["loadData"]
+    kept = {broker: report for broker, report in load["brokers"].items() if broker not in brokers}
+    return {**case, "loadData": {**load, "brokers": kept}}
+
+
+def _without_bundles(case: dict[str, Any], bundles: set[str]) -> dict[str, Any]:
+    load = case["loadData"]
+    brokers = {}
+    for broker, report in load["brokers"].items():
+        stats = {name: value for name, value in report.get("lastStats", {}).items() if name not in bundles}
+        owned = [name for name in report.get("bundles", []) if name not in bundles]
+        brokers[broker] = {**report, "lastStats": stats, "bundles": owned}
+    bundle_data = {name: data for name, data in load["bundleData"].items() if name not in bundles}
+    recent = {name: at for name, at in load.get("recentlyUnloadedBundles", {}).items() if name not in bundles}
+    return {**case, "loadData": {"brokers": brokers, "bundleData": bundle_data, "recentlyUnloadedBundles": recent}}
+
+
+def _without_settings(case: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {**case, "config": {key: value for key, value in case["config"].items() if key not in keys}}
+
+
+def _without_keys(case: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    return {key: value for key, value in case.items() if key not in keys}
+
+
+def _chunks(items: list[str], count: int) -> list[set[str]]:
+    size = math.ceil(len(items) / count)
+    return [set(items[start : start + size]) for start in range(0, len(items), size)]
+
+
+def shrink(
+    case: dict[str, Any],
+    still_fails: Callable[[list[dict[str, Any]]], int | None],
+) -> dict[str, Any]:
+    """A smaller shed case that still fails (delta debugging over brokers, bundles, then settings).
+
+    `still_fails(candidates)` runs a batch of candidate cases (one JVM) and returns the index of the first one
+    that still shows the difference, or None.
+    """
+    dimensions: list[tuple[Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any], set[str]], Any]]] = [
+        (lambda c: sorted(c["loadData"]["brokers"]), _without_brokers),
+        (lambda c: sorted(c["loadData"]["bundleData"]), _without_bundles),
+        (lambda c: sorted(c["config"]), _without_settings),
+        (lambda c: ["absentBrokers"] if "absentBrokers" in c else [], _without_keys),
+    ]
+    for items_of, remove in dimensions:
+        granularity = 2
+        while len(items := items_of(case)) >= 1:
+            granularity = min(granularity, len(items))
+            candidates = [remove(case, chunk) for chunk in _chunks(items, granularity)]
+            found = still_fails(candidates)
+            if found is not None:
+                case = candidates[found]
+                granularity = max(granularity - 1, 2)
+            elif granularity >= len(items):
+                break
+            else:
+                granularity = min(granularity * 2, len(items))
+    return case

@@ -1,0 +1,193 @@
+"""The planner against Pulsar's own Java code on hundreds of random inputs (one JVM for the whole batch).
+
+`DIFFERENTIAL_CASES` (default 500) sets the number of shedding cases; there are as many split-candidate cases
+and twice as many split-position cases. `DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds.
+On a difference the test shrinks the first failing shedding case, writes it to a file and prints the path, a
+command that replays it and both answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.differential import generator, planner_side
+from tests.differential.conftest import JavaHarness
+
+pytestmark = pytest.mark.differential
+
+CASES = int(os.environ.get("DIFFERENTIAL_CASES", "500"))
+SEED = int(os.environ.get("DIFFERENTIAL_SEED", "1"))
+
+
+@dataclass
+class Batch:
+    workdir: Path
+    cases: list[dict[str, Any]]  # shed cases name their LoadData by loadDataFile
+    java: dict[str, dict[str, Any]]
+    planner: dict[str, dict[str, Any]]
+    harness: JavaHarness
+
+
+@pytest.fixture(scope="module")
+def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    workdir = tmp_path_factory.mktemp("differential")
+    cases: list[dict[str, Any]] = []
+    for index in range(CASES):
+        case = generator.shed_case(SEED + index, java_harness.pulsar_version)
+        path = workdir / f"{case['id']}.load-data.json"
+        path.write_text(json.dumps(case.pop("loadData")))
+        cases.append({**case, "loadDataFile": str(path)})
+    cases += [generator.split_candidates_case(SEED + index) for index in range(CASES)]
+    cases += [generator.split_positions_case(SEED + index) for index in range(2 * CASES)]
+    java = java_harness.run(cases, workdir / "java")
+    version = java_harness.pulsar_version
+    planner = {case["id"]: planner_side.run(case, version) for case in cases}
+    return Batch(workdir, cases, java, planner, java_harness)
+
+
+def _mismatches(batch: Batch, kind: str, strategy: str | None = None) -> list[dict[str, Any]]:
+    failing = []
+    for case in batch.cases:
+        if case["kind"] != kind:
+            continue
+        found = planner_side.differences(case, batch.java[case["id"]], batch.planner[case["id"]])
+        if (strategy is None and found) or (strategy is not None and (strategy in found or "error" in found)):
+            failing.append(case)
+    return failing
+
+
+def _only(case: dict[str, Any], strategy: str) -> dict[str, Any]:
+    return {**case, "strategies": {strategy: case["strategies"][strategy]}}
+
+
+def _shrunk(batch: Batch, case: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """The failing shed case, inlined and shrunk while it still fails, for the report."""
+    version = batch.harness.pulsar_version
+    full = _only({key: value for key, value in case.items() if key != "loadDataFile"}, strategy)
+    full["loadData"] = json.loads(Path(case["loadDataFile"]).read_text())
+    rounds = iter(range(10**6))
+
+    def still_fails(candidates: list[dict[str, Any]]) -> int | None:
+        named = [{**candidate, "id": f"shrink-{next(rounds)}"} for candidate in candidates]
+        java = batch.harness.run(named, batch.workdir / "shrink")
+        for index, candidate in enumerate(named):
+            if planner_side.differences(candidate, java[candidate["id"]], planner_side.shed(candidate, version)):
+                return index
+        return None
+
+    return planner_side.shrink(full, still_fails)
+
+
+def _report(batch: Batch, failing: list[dict[str, Any]], total: int, what: str, strategy: str | None) -> str:
+    first = failing[0]
+    version = batch.harness.pulsar_version
+    if first["kind"] == "shed" and strategy is not None:
+        case = _shrunk(batch, first, strategy)
+        java = batch.harness.run([case], batch.workdir / "replay")[case["id"]]
+        planner = planner_side.shed(case, version)
+        path = batch.workdir / "failures" / f"{first['id']}-{strategy}.json"
+        path.parent.mkdir(exist_ok=True)
+        load_path = path.with_suffix(".load-data.json")
+        load_path.write_text(json.dumps(case["loadData"], indent=1))
+        path.write_text(json.dumps(case, indent=1))
+        settings = " ".join(f"--set {key}={value}" for key, value in sorted(case["config"].items()))
+        replay = (
+            f"pulsar-rebalance shed --load-data {load_path} --strategy {strategy} "
+            f"--runs {case['strategies'][strategy]} --set pulsarVersion={version} {settings}"
+        )
+        java_part = java["strategies"][strategy] if "strategies" in java else java
+        planner_part = planner["strategies"][strategy]
+    else:
+        path = batch.workdir / "failures" / f"{first['id']}.json"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(first, indent=1))
+        replay = "(split case: see the file)"
+        java_part, planner_part = batch.java[first["id"]], batch.planner[first["id"]]
+    return (
+        f"{what} differs from Pulsar {version} on {len(failing)} of {total} cases "
+        f"({', '.join(case['id'] for case in failing[:10])})\n"
+        f"minimal failing input: {path}\nreplay: {replay}\n"
+        f"Pulsar:  {json.dumps(java_part)}\nplanner: {json.dumps(planner_part)}"
+    )
+
+
+def _count(batch: Batch, kind: str) -> int:
+    return sum(1 for case in batch.cases if case["kind"] == kind)
+
+
+@pytest.mark.parametrize("strategy", generator.SHED_STRATEGIES)
+def test_shedding_strategy_matches_pulsar(batch: Batch, strategy: str) -> None:
+    failing = _mismatches(batch, "shed", strategy)
+    assert not failing, _report(batch, failing, _count(batch, "shed"), strategy, strategy)
+
+
+def test_split_candidates_match_pulsar(batch: Batch) -> None:
+    failing = _mismatches(batch, "splitCandidates")
+    assert not failing, _report(batch, failing, _count(batch, "splitCandidates"), "BundleSplitterTask", None)
+
+
+@pytest.mark.parametrize("algorithm", generator.SPLIT_ALGORITHMS)
+def test_split_positions_match_pulsar(batch: Batch, algorithm: str) -> None:
+    cases = [case for case in batch.cases if case["kind"] == "splitPositions" and case["algorithm"] == algorithm]
+    failing = [case for case in _mismatches(batch, "splitPositions") if case["algorithm"] == algorithm]
+    assert not failing, _report(batch, failing, len(cases), algorithm, None)
+
+
+def test_the_cases_exercise_every_strategy(batch: Batch) -> None:
+    """Guards the generator: enough runs select bundles, and the interesting modes occur."""
+    selected: Counter[str] = Counter()
+    lower_boundary = 0
+    for case in batch.cases:
+        if case["kind"] != "shed":
+            continue
+        for name, result in batch.java[case["id"]]["strategies"].items():
+            if any(run["unloads"] for run in result.get("runs", [])):
+                selected[name] += 1
+        first_run = batch.java[case["id"]]["strategies"]["ThresholdShedder"]["runs"][0]["unloads"]
+        if case["config"].get("lowerBoundarySheddingEnabled") == "true" and first_run:
+            # Did the lower boundary select them? Without it the planner (which agrees with Pulsar) selects none.
+            without = {**case["config"], "lowerBoundarySheddingEnabled": "false"}
+            only_first = {**case, "config": without, "strategies": {"ThresholdShedder": 1}}
+            result = planner_side.shed(only_first, batch.harness.pulsar_version)["strategies"]["ThresholdShedder"]
+            lower_boundary += not result["runs"][0]["unloads"]
+    shed_cases = _count(batch, "shed")
+    for name in generator.SHED_STRATEGIES:
+        assert selected[name] >= shed_cases // 10, f"only {selected[name]} of {shed_cases} cases unload with {name}"
+    assert lower_boundary >= shed_cases // 100, f"the lower boundary selects bundles in only {lower_boundary} cases"
+    splits = [batch.java[c["id"]] for c in batch.cases if c["kind"] == "splitCandidates"]
+    assert sum(1 for result in splits if result.get("bundles")) >= len(splits) // 4
+    positions = [batch.java[c["id"]] for c in batch.cases if c["kind"] == "splitPositions"]
+    assert sum(1 for result in positions if result.get("positions")) >= len(positions) // 4
+
+
+def test_cli_agrees_with_pulsar_on_a_few_cases(batch: Batch) -> None:
+    """The console script, not just the library, gives Pulsar's answer (AvgShedder, several runs)."""
+    script = shutil.which("pulsar-rebalance") or str(Path(sys.executable).with_name("pulsar-rebalance"))
+    version = batch.harness.pulsar_version
+    checked = 0
+    for case in batch.cases[:CASES]:
+        java_runs = batch.java[case["id"]]["strategies"]["AvgShedder"]["runs"]
+        if "absentBrokers" in case or not any(run["unloads"] for run in java_runs):
+            continue
+        settings = [f"--set={key}={value}" for key, value in {**case["config"], "pulsarVersion": version}.items()]
+        command = [script, "shed", "--load-data", case["loadDataFile"], "--strategy", "AvgShedder"]
+        command += ["--runs", str(len(java_runs)), *settings]
+        completed = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        cli_runs = json.loads(completed.stdout)["runs"]
+        cli_unloads = [planner_side.per_broker(run["unloads"]) for run in cli_runs]
+        assert cli_unloads == [planner_side.per_broker(run["unloads"]) for run in java_runs], case["id"]
+        checked += 1
+        if checked == 3:
+            break
+    assert checked == 3
