@@ -8,7 +8,7 @@ not follow traffic and stays as reported. It is a first-order estimate, shown to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from planner.broker_score import percent_usage
@@ -120,12 +120,3 @@ def forecast(load_data: LoadData, config: PulsarConfig, moves: Iterable[Move]) -
         )
     return forecasts
 
-
-def spread(forecasts: Iterable[BrokerForecast], after: bool) -> float:
-    """max - min broker score, before or after the plan."""
-    scores = [f.score_after if after else f.score_before for f in forecasts]
-    return max(scores) - min(scores) if scores else 0.0
-
-
-def by_broker(forecasts: Iterable[BrokerForecast]) -> Mapping[str, BrokerForecast]:
-    return {f.broker: f for f in forecasts}
