@@ -60,14 +60,20 @@ def migrate_airflow(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
 
 
-def run_plan_cycle(env: dict[str, str], cluster: str, decision: str, conf: dict[str, Any]) -> dict[str, Any]:
-    """One run of the cluster's plan DAG (`decision`: Approve, Reject, or `ui` for a person)."""
+def run_plan_cycle(
+    env: dict[str, str], cluster: str, decision: str, conf: dict[str, Any], timeout: float | None = None
+) -> dict[str, Any]:
+    """One run of the cluster's plan DAG (`decision`: Approve, Reject, or `ui` for a person).
+
+    `dag.test()` ignores SIGTERM while it waits at the gate; on `timeout` the run is killed outright.
+    """
     done = subprocess.run(
         [sys.executable, "-m", "planner.airflow_cycle", f"pulsar_rebalance_plan_{cluster}", decision, json.dumps(conf)],
         env=env,
         capture_output=True,
         text=True,
         check=False,
+        timeout=timeout,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the plan DAG run failed:\n{done.stderr[-4000:]}")

@@ -41,7 +41,7 @@ def collect(env, admin_url, times=3):
 
 
 def run_cycle(env, cluster, decision):
-    return run_plan_cycle(env, cluster, decision, CONF)
+    return run_plan_cycle(env, cluster, decision, CONF, timeout=600)
 
 
 @pytest.fixture
