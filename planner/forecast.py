@@ -119,4 +119,3 @@ def forecast(load_data: LoadData, config: PulsarConfig, moves: Iterable[Move]) -
             )
         )
     return forecasts
-

@@ -14,11 +14,13 @@ SYSTEM_NAMESPACE = "pulsar/system"
 # NamespaceService's heartbeat and SLA-monitor namespaces, owned by each broker itself. `[^:]+` may hold
 # slashes, so the heartbeat pattern covers both `pulsar/<host:port>` and `pulsar/<cluster>/<host:port>`.
 _HEARTBEAT_NAMESPACE = re.compile(r"pulsar/[^:]+:[0-9]+")
+# Before 4.2 Pulsar also matches `pulsar/[^/]+/([^:]+:\d+)`: the V1 form, whose cluster part may hold a colon.
+_HEARTBEAT_NAMESPACE_V1 = re.compile(r"pulsar/[^/]+/[^:]+:[0-9]+")
 # Before 4.2 the SLA-monitor namespace is `sla-monitor/<cluster>/<host:port>`; 4.2 (PIP-457, no more V1 names
 # with a cluster) names it `sla-monitor/<host:port>` and matches `sla-monitor/[^:]+:\d+`.
 _SLA_MONITOR_NAMESPACE_V1 = re.compile(r"sla-monitor/[^/]+/[^:]+:[0-9]+")
 _SLA_MONITOR_NAMESPACE = re.compile(r"sla-monitor/[^:]+:[0-9]+")
-_SYSTEM_SERVICE_NAMESPACE_PATTERNS = (_HEARTBEAT_NAMESPACE, _SLA_MONITOR_NAMESPACE_V1)
+_SYSTEM_SERVICE_NAMESPACE_PATTERNS = (_HEARTBEAT_NAMESPACE, _HEARTBEAT_NAMESPACE_V1, _SLA_MONITOR_NAMESPACE_V1)
 # NamedEntity: the characters Pulsar allows in tenant, cluster and namespace names.
 _NAMED_ENTITY = re.compile(r"[-=:.A-Za-z0-9_]*")
 _LATEST = PulsarVersion.parse("latest")
@@ -43,8 +45,12 @@ def is_sla_or_heartbeat_namespace(namespace: str, version: PulsarVersion = _LATE
         return False
     if not all(_NAMED_ENTITY.fullmatch(part) for part in parts):
         return False
-    sla_monitor = _SLA_MONITOR_NAMESPACE if version.at_least(4, 2) else _SLA_MONITOR_NAMESPACE_V1
-    return bool(_HEARTBEAT_NAMESPACE.fullmatch(namespace) or sla_monitor.fullmatch(namespace))
+    if version.at_least(4, 2):
+        return bool(_HEARTBEAT_NAMESPACE.fullmatch(namespace) or _SLA_MONITOR_NAMESPACE.fullmatch(namespace))
+    return any(
+        pattern.fullmatch(namespace)
+        for pattern in (_HEARTBEAT_NAMESPACE, _HEARTBEAT_NAMESPACE_V1, _SLA_MONITOR_NAMESPACE_V1)
+    )
 
 
 @dataclass(frozen=True, slots=True)

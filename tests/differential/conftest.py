@@ -2,9 +2,9 @@
 
 The session fixture `java_harness` builds the harness in `java/` with Maven (offline first, from the local
 repository in ~/.m2, else online from Maven Central) against `org.apache.pulsar:pulsar-broker` and returns a
-runner that answers a whole batch of cases in one JVM. The Pulsar version is the pom's `pulsar.version` (the
-newest 4.x on Maven Central); `DIFFERENTIAL_PULSAR_VERSIONS=4.2.4,4.0.8` runs the tests once per listed
-version, each with the planner set to that `pulsarVersion`.
+runner that answers a whole batch of cases in one JVM. The tests run once per Pulsar version, each with the
+planner set to that `pulsarVersion`: by default the pom's `pulsar.version` (the newest 4.x on Maven Central)
+and `OLDER_PULSAR_VERSION` (the newest 3.0.x there); `DIFFERENTIAL_PULSAR_VERSIONS=4.2.4,4.0.8` picks others.
 """
 
 from __future__ import annotations
@@ -34,9 +34,42 @@ def default_pulsar_version() -> str:
     return match.group(1)
 
 
+# The 3.0 LTS line: 3.0.7 is the newest 3.0.x release on Maven Central (3.0.0, 3.0.2 and 3.0.7 are there), and
+# the only one with AvgShedder (3.0.6 and later). The pom's `pulsar-3.0` profile pins its grpc and Jackson.
+OLDER_PULSAR_VERSION = "3.0.7"
+
+
 def pulsar_versions() -> list[str]:
     listed = os.environ.get("DIFFERENTIAL_PULSAR_VERSIONS", "")
-    return [version.strip() for version in listed.split(",") if version.strip()] or [default_pulsar_version()]
+    chosen = [version.strip() for version in listed.split(",") if version.strip()]
+    return chosen or [default_pulsar_version(), OLDER_PULSAR_VERSION]
+
+
+@dataclass
+class JavaRun:
+    """A batch running in its JVM; `results()` waits for it."""
+
+    process: subprocess.Popen[bytes]
+    cases_file: Path
+    results_file: Path
+    stderr_file: Path
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        """Pulsar's answers by case id."""
+        try:
+            returncode = self.process.wait(timeout=1800)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"the Java harness took more than 30 minutes on {self.cases_file}")
+        if returncode != 0:
+            stderr = self.stderr_file.read_text(errors="replace")
+            pytest.fail(f"the Java harness failed on {self.cases_file}:\n{stderr[-5000:]}")
+        results = {}
+        for line in self.results_file.read_text().splitlines():
+            result = json.loads(line)
+            results[result["id"]] = result
+        return results
 
 
 @dataclass(frozen=True)
@@ -46,11 +79,12 @@ class JavaHarness:
     classpath: str
     pulsar_version: str
 
-    def run(self, cases: Iterable[dict[str, Any]], workdir: Path) -> dict[str, dict[str, Any]]:
-        """Pulsar's answers by case id. Cases may name their LoadData by `loadDataFile`."""
+    def start(self, cases: Iterable[dict[str, Any]], workdir: Path) -> JavaRun:
+        """Start the JVM on the batch and return at once, so the planner's side can run meanwhile."""
         workdir.mkdir(parents=True, exist_ok=True)
         cases_file = workdir / "cases.jsonl"
         results_file = workdir / "results.jsonl"
+        stderr_file = workdir / "stderr.txt"
         with cases_file.open("w") as out:
             for case in cases:
                 out.write(json.dumps(case) + "\n")
@@ -64,14 +98,13 @@ class JavaHarness:
             str(cases_file),
             str(results_file),
         ]
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
-        if completed.returncode != 0:
-            pytest.fail(f"the Java harness failed on {cases_file}:\n{completed.stderr[-5000:]}")
-        results = {}
-        for line in results_file.read_text().splitlines():
-            result = json.loads(line)
-            results[result["id"]] = result
-        return results
+        with stderr_file.open("wb") as stderr:
+            process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        return JavaRun(process, cases_file, results_file, stderr_file)
+
+    def run(self, cases: Iterable[dict[str, Any]], workdir: Path) -> dict[str, dict[str, Any]]:
+        """Pulsar's answers by case id. Cases may name their LoadData by `loadDataFile`."""
+        return self.start(cases, workdir).results()
 
 
 # The modules that hold the load-balancing code; see _build_mixed.

@@ -13,7 +13,9 @@ depends on HashMap iteration order; the planner breaks those ties by name. The g
 
 1. Broker scores (weighted max usage, float32 percentages) are pairwise distinct (AvgShedder's sort and
    pairing; ThresholdShedder's lower-boundary pick, where the first of equal maxima wins). For releases
-   whose AvgShedder compares `(int)(a - b)` (before 4.0.8 and on 4.1.x), at least one point apart.
+   whose AvgShedder compares `(int)(a - b)` (3.0.x, 4.0.0-4.0.7, 4.1.x), at least one point apart: scores
+   less than a point apart compare as equal there, and the sort's answer depends on HashMap order. A
+   clashing broker gets new resources (in an even cluster, its level moved up by one to two points).
 2. The largest broker message rate and the largest broker throughput are each held by one broker only
    (UniformLoadShedder's overloaded broker).
 3. Within one broker, the candidate bundles' short-term message rates are pairwise distinct, and so are their
@@ -35,6 +37,7 @@ sit within that bit of `avg + threshold` for the decision to change.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 import zlib
@@ -185,6 +188,7 @@ def _system_bundles(rng: random.Random, broker_id: str) -> list[str]:
     names = [
         f"pulsar/{broker_id}",  # heartbeat (all releases)
         f"pulsar/{CLUSTER}/{broker_id}",  # heartbeat with cluster (V1 names, before 4.2)
+        f"pulsar/{CLUSTER}:2/{broker_id}",  # the same, of a cluster whose name has a colon (NamedEntity allows it)
         f"sla-monitor/{broker_id}",  # SLA monitor from 4.2
         f"sla-monitor/{CLUSTER}/{broker_id}",  # SLA monitor before 4.2
         f"pulsar/{broker_id.replace(':', '-')}",  # no port: an ordinary namespace
@@ -294,7 +298,7 @@ def shed_case(seed: int, version: str = "latest") -> dict[str, Any]:
                 recently_unloaded[name] = 1_790_000_000_000 - rng.randint(0, 3_600_000)
 
     load_data = {"brokers": brokers, "bundleData": bundle_data, "recentlyUnloadedBundles": recently_unloaded}
-    _break_ties(rng, load_data, config, version)
+    _break_ties(rng, load_data, config, version, levels)
     strategies = {
         "AvgShedder": rng.randint(3, 6),
         "UniformLoadShedder": 1,
@@ -309,20 +313,40 @@ def shed_case(seed: int, version: str = "latest") -> dict[str, Any]:
     return case
 
 
-def _break_ties(rng: random.Random, load_data: dict[str, Any], config: dict[str, str], version: str) -> None:
+_RESOURCE_KEYS = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+
+
+def _score(report: dict[str, Any], settings: PulsarConfig) -> float:
+    """The broker's AvgShedder score (weighted max usage in points); only its resources count."""
+    resources = {key: report[key] for key in _RESOURCE_KEYS if key in report}
+    return broker_usage(LocalBrokerData.model_validate(resources), settings) * 100
+
+
+def _break_ties(
+    rng: random.Random,
+    load_data: dict[str, Any],
+    config: dict[str, str],
+    version: str,
+    levels: dict[str, float],
+) -> None:
     """Apply tie rules 1-4 by nudging the values that collide."""
     settings = PulsarConfig.from_settings({**config, "pulsarVersion": version})
     gap = comparator_score_gap(version)
     brokers = load_data["brokers"]
-    for _ in range(1000):  # rule 1: distinct broker scores (at least `gap` points apart)
-        scores: list[tuple[float, str]] = sorted(
-            (broker_usage(LocalBrokerData.model_validate(report), settings) * 100, broker_id)
-            for broker_id, report in brokers.items()
-        )
-        clash = next((b for (x, _), (y, b) in itertools.pairwise(scores) if y == x or y - x < gap), None)
+    scores = {broker_id: _score(report, settings) for broker_id, report in brokers.items()}
+    for attempt in range(2000):  # rule 1: distinct broker scores (at least `gap` points apart)
+        ordered = sorted((score, broker_id) for broker_id, score in scores.items())
+        clash = next((b for (x, _), (y, b) in itertools.pairwise(ordered) if y == x or y - x < gap), None)
         if clash is None:
             break
-        brokers[clash].update(_resources(rng))
+        if gap and clash in levels and attempt < 1000:
+            # An even cluster stays even: move the broker up by about the gap instead of drawing a new level
+            # (which would leave few even clusters for ThresholdShedder's lower boundary on such releases).
+            levels[clash] += rng.uniform(1, 2) * gap / 100
+            brokers[clash].update(_resources(rng, levels[clash]))
+        else:
+            brokers[clash].update(_resources(rng))
+        scores[clash] = _score(brokers[clash], settings)
     else:
         raise AssertionError("could not make broker scores distinct")
 
@@ -342,20 +366,10 @@ def _break_ties(rng: random.Random, load_data: dict[str, Any], config: dict[str,
                 while short[pair[0]] + short[pair[1]] in seen_values:
                     short[pair[0]] += rng.uniform(0.001, 1)
                 seen_values.add(short[pair[0]] + short[pair[1]])
-    values = [repr(sorted(_flatten(data))) for data in bundle_data.values()]  # rule 4
+    values = [json.dumps(data, sort_keys=True) for data in bundle_data.values()]  # rule 4
     assert len(values) == len(set(values)), "two bundles share a BundleData value"
     reported = [name for report in brokers.values() for name in report["bundles"]]  # rule 5
     assert len(reported) == len(set(reported)), "a bundle is reported by two brokers"
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    items: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        if isinstance(value, dict):
-            items += _flatten(value, f"{prefix}{key}.")
-        else:
-            items.append((prefix + key, value))
-    return items
 
 
 # --- split candidates --------------------------------------------------------------------------------------

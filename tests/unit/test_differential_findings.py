@@ -8,7 +8,7 @@ from planner.bundles import flow_or_qps_equally_divide
 from planner.bundles.bundle_range import BundleRange
 from planner.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.config import PulsarConfig
-from planner.load_manager_shared import is_sla_or_heartbeat_namespace
+from planner.load_manager_shared import is_sla_or_heartbeat_namespace, is_system_service_namespace
 from planner.shedding import avg_shedder, threshold_shedder, uniform_load_shedder
 from planner.shedding.avg_shedder import AvgShedderState
 from planner.shedding.threshold_shedder import ThresholdShedderState
@@ -123,3 +123,32 @@ def test_flow_or_qps_walks_colliding_hashes_as_the_last_topic_with_that_hash():
 def test_sla_or_heartbeat_namespaces_by_release(namespace, latest, before_4_2):
     assert is_sla_or_heartbeat_namespace(namespace, PulsarVersion.parse("4.2.4")) is latest
     assert is_sla_or_heartbeat_namespace(namespace, PulsarVersion.parse("4.0.8")) is before_4_2
+
+
+# --- found against Pulsar 3.0.7 (tests/differential with pulsarVersion=3.0.7)
+
+
+def test_before_4_2_a_v1_heartbeat_namespace_may_have_a_colon_in_its_cluster_name():
+    # Pulsar before 4.2 matches `pulsar/[^/]+/([^:]+:\d+)` as well as `pulsar/([^:]+:\d+)`; NamedEntity allows
+    # a colon in a cluster name, which only the first pattern accepts. 4.2 parses no V1 name at all.
+    namespace = "pulsar/dc1:2/broker-1:8080"
+    assert is_sla_or_heartbeat_namespace(namespace, PulsarVersion.parse("3.0.7"))
+    assert is_sla_or_heartbeat_namespace(namespace, PulsarVersion.parse("4.0.8"))
+    assert not is_sla_or_heartbeat_namespace(namespace, PulsarVersion.parse("4.2.4"))
+    assert is_system_service_namespace(namespace)
+
+    heartbeat = f"{namespace}/0x00000000_0xffffffff"
+    data = load_data(
+        {
+            "hot:8080": broker(rate_in=100000, bundles=[bundle(1), bundle(2), heartbeat]),
+            "idle:8080": broker(),
+        },
+        {bundle(1): bundle_data(100), bundle(2): bundle_data(50), heartbeat: bundle_data(200)},
+    )
+
+    def selected(version):
+        config = PulsarConfig.from_settings({"pulsarVersion": version})
+        return [unload.bundle for unload in uniform_load_shedder.find_bundles_for_unloading(data, config).unloads]
+
+    assert heartbeat not in selected("3.0.7")
+    assert heartbeat in selected("4.2.4")
