@@ -3,6 +3,7 @@
 # what is missing, so CI can call it on every run.
 #   - PostgreSQL (server binaries; the tests start their own throwaway cluster with initdb/pg_ctl)
 #   - Java 17+ and Maven (the local Pulsar cluster is downloaded from Maven Central and runs on the JVM)
+#   - Chromium (the review pages' browser tests drive it headless through Playwright)
 set -euo pipefail
 
 if [ "$(id -u)" -eq 0 ]; then
@@ -23,6 +24,10 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
 fi
 if ! command -v mvn >/dev/null; then
     missing+=(maven)
+fi
+
+if ! command -v chromium >/dev/null; then
+    missing+=(chromium)
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
