@@ -23,8 +23,8 @@ from planner.collector import collect
 from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.paths import planner_home
 from planner.plan_runner import PlanRequest, commit_job_output, job_request
-from planner.plan_store import show_plan
-from planner.samples import samples_root
+from planner.plan_store import record_measurement, show_plan
+from planner.samples import samples_root, snapshot_broker_load
 from planner.store.database import Store, default_database_url
 
 CONNECTION_PREFIX = "pulsar_"
@@ -207,5 +207,7 @@ def report_outcome(cluster: str, summary: dict[str, Any], gate_output: dict[str,
         )
         return {"plan": summary["plan"], "status": "rejected", "by": approver or "timeout"}
     after = collect_cluster(cluster)
+    measured = snapshot_broker_load(planner_home(), cluster, after["snapshot"])
+    record_measurement(planner_store, summary["plan"], after["snapshot"], measured, actor="airflow:report")
     plan = show_plan(planner_store, summary["plan"])
     return {"plan": summary["plan"], "status": plan["status"], "snapshotAfter": after["snapshot"]}

@@ -21,11 +21,10 @@ from typing import Any
 
 from planner import local_cluster
 from planner.admin_client import PulsarAdminClient
-from planner.broker_score import broker_usage
-from planner.collector import collect, load_data_for_snapshot
-from planner.config import PulsarConfig
+from planner.collector import collect
 from planner.paths import planner_home
 from planner.plan_store import list_plans, show_plan
+from planner.samples import snapshot_broker_load
 from planner.store.database import Store
 from planner.traffic import BundleTraffic, TrafficGenerator
 
@@ -80,15 +79,8 @@ def run_plan_cycle(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _scores(store: Store, home: Path, snapshot_id: int) -> dict[str, float]:
-    data = load_data_for_snapshot(store, home, snapshot_id)
-    config = PulsarConfig()
-    return {broker: round(broker_usage(report, config) * 100, 2) for broker, report in data.brokers.items()}
-
-
-def _rates(store: Store, home: Path, snapshot_id: int) -> dict[str, float]:
-    data = load_data_for_snapshot(store, home, snapshot_id)
-    return {broker: round(report.msg_rate, 1) for broker, report in data.brokers.items()}
+def _load(home: Path, cluster: str, snapshot_id: int, measure: str) -> dict[str, float]:
+    return {broker: load[measure] for broker, load in snapshot_broker_load(home, cluster, snapshot_id).items()}
 
 
 def _settled(client: PulsarAdminClient, store: Store, home: Path, timeout: float = 90.0) -> Any:
@@ -99,7 +91,8 @@ def _settled(client: PulsarAdminClient, store: Store, home: Path, timeout: float
     while True:
         time.sleep(5)
         current = collect(client, store, home)
-        old, new = _rates(store, home, previous.snapshot_id), _rates(store, home, current.snapshot_id)
+        old = _load(home, current.cluster, previous.snapshot_id, "msgRate")
+        new = _load(home, current.cluster, current.snapshot_id, "msgRate")
         steady = all(abs(new.get(b, 0) - rate) <= 0.05 * max(rate, 1.0) for b, rate in old.items())
         if steady or time.monotonic() > deadline:
             return current
@@ -150,7 +143,8 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
                 server.terminate()
                 server.wait(timeout=30)
         after = _settled(client, store, home)
-        [latest] = list_plans(store, cluster["cluster"], limit=1)
+        name = cluster["cluster"]
+        [latest] = list_plans(store, name, limit=1)
         plan = show_plan(store, latest["id"])
         executed = run["tasks"].get("execute") == "success" and plan["status"] == "executed"
         print(json.dumps({"plan": plan["id"], "status": plan["status"], "actions": plan["actions"]}, indent=2))
@@ -159,10 +153,10 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
             "plan": plan["id"],
             "actions": len(plan["actions"]),
             "executed": len(plan["actions"]) if executed else 0,
-            "before": _scores(store, home, before.snapshot_id),
-            "after": _scores(store, home, after.snapshot_id),
-            "msgRateBefore": _rates(store, home, before.snapshot_id),
-            "msgRateAfter": _rates(store, home, after.snapshot_id),
+            "before": _load(home, name, before.snapshot_id, "score"),
+            "after": _load(home, name, after.snapshot_id, "score"),
+            "msgRateBefore": _load(home, name, before.snapshot_id, "msgRate"),
+            "msgRateAfter": _load(home, name, after.snapshot_id, "msgRate"),
         }
     finally:
         generator.stop()

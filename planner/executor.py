@@ -63,7 +63,7 @@ class ExecutionReport:
 
 
 def _audit(session: Any, cluster: str, actor: str, event: str, **details: Any) -> None:
-    session.add(AuditEvent(cluster=cluster, actor=actor, event=event, details=details))
+    session.add(AuditEvent(cluster=cluster, actor=actor, event=event, plan_id=details.get("plan"), details=details))
 
 
 def record_decision(

@@ -19,7 +19,7 @@ from planner.collector import cluster_row
 from planner.errors import InputError
 from planner.planning import actions_hash
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Cluster, Plan, PlanAction, StrategyState, utc_now
+from planner.store.models import AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, utc_now
 
 
 class StaleStateError(RuntimeError):
@@ -117,6 +117,7 @@ def commit_plan(
                 cluster=cluster_name,
                 actor=actor,
                 event="plan.created",
+                plan_id=row.id,
                 details={"plan": row.id, "actions": len(actions), "strategy": strategy, "runKey": run_key},
             )
         )
@@ -170,3 +171,25 @@ def show_plan(store: Store, plan_id: int) -> dict[str, Any]:
             "stateVersion": plan.state_version,
             **plan.details,
         }
+
+
+def record_measurement(
+    store: Store, plan_id: int, snapshot_id: int, brokers: Mapping[str, Mapping[str, float]], *, actor: str = "planner"
+) -> None:
+    """The load measured after a plan ran (per broker score, msgRate, throughput), beside its prediction."""
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise InputError(f"unknown plan {plan_id}")
+        session.add(
+            PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
+        )
+        session.add(
+            AuditEvent(
+                cluster=plan.cluster.name,
+                actor=actor,
+                event="plan.measured",
+                plan_id=plan_id,
+                details={"plan": plan_id, "snapshot": snapshot_id},
+            )
+        )

@@ -6,17 +6,22 @@ then rename), under `<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from planner.broker_score import broker_usage
 from planner.bundles.bundle_range import namespace_of
-from planner.model import LocalBrokerData
+from planner.config import PulsarConfig
+from planner.model import LocalBrokerData, ResourceUsage
 
 BROKER_SCHEMA = pa.schema(
     [
@@ -146,12 +151,60 @@ def write_snapshot_samples(
     return written
 
 
-def read_samples(home: Path, table: str, cluster: str, *, up_to_snapshot: int | None = None) -> pa.Table:
-    """All rows of one table for a cluster (optionally up to a snapshot id), ordered by snapshot."""
+def read_samples(
+    home: Path,
+    table: str,
+    cluster: str,
+    *,
+    up_to_snapshot: int | None = None,
+    snapshot: int | None = None,
+    since: datetime | None = None,
+) -> pa.Table:
+    """One table's rows for a cluster, ordered by snapshot: all of them, those up to a snapshot id, one
+    snapshot's, or those taken since a time."""
     root = samples_root(home) / table / f"cluster={cluster}"
     schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
     if not root.exists():
         return schema.empty_table()
     dataset = ds.dataset(root, format="parquet", schema=schema, partitioning=None)
-    expression = ds.field("snapshot_id") <= up_to_snapshot if up_to_snapshot is not None else None
+    conditions = []
+    if up_to_snapshot is not None:
+        conditions.append(ds.field("snapshot_id") <= up_to_snapshot)
+    if snapshot is not None:
+        conditions.append(ds.field("snapshot_id") == snapshot)
+    if since is not None:
+        conditions.append(ds.field("taken_at") >= pa.scalar(since, pa.timestamp("ms", tz="UTC")))
+    expression = functools.reduce(operator.and_, conditions) if conditions else None
     return dataset.to_table(filter=expression).sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])
+
+
+def broker_load(rows: pa.Table, config: PulsarConfig) -> list[dict[str, Any]]:
+    """Per broker row of the `brokers` table: its score (the weighted max usage, in percent points, as
+    AvgShedder and ThresholdShedder see it), msg/s and bytes/s, in and out together."""
+    loads = []
+    for row in rows.to_pylist():
+        report = LocalBrokerData.model_construct(
+            **{
+                resource: ResourceUsage.model_construct(usage=row[f"{resource}_usage"], limit=row[f"{resource}_limit"])
+                for resource in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+            }
+        )
+        loads.append(
+            {
+                "snapshotId": row["snapshot_id"],
+                "takenAt": row["taken_at"].isoformat(),
+                "broker": row["broker"],
+                "score": round(broker_usage(report, config) * 100, 2),
+                "msgRate": round(row["msg_rate_in"] + row["msg_rate_out"], 3),
+                "throughput": round(row["msg_throughput_in"] + row["msg_throughput_out"], 3),
+            }
+        )
+    return loads
+
+
+def snapshot_broker_load(
+    home: Path, cluster: str, snapshot_id: int, config: PulsarConfig | None = None
+) -> dict[str, dict[str, float]]:
+    """One snapshot's per-broker score, msg/s and bytes/s, keyed by broker."""
+    rows = broker_load(read_samples(home, "brokers", cluster, snapshot=snapshot_id), config or PulsarConfig())
+    return {row["broker"]: {key: row[key] for key in ("score", "msgRate", "throughput")} for row in rows}

@@ -147,4 +147,17 @@ class AuditEvent(Base):
     cluster: Mapped[str | None] = mapped_column(String(200), nullable=True)
     actor: Mapped[str] = mapped_column(String(300))
     event: Mapped[str] = mapped_column(String(100))
+    plan_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class PlanMeasurement(Base):
+    """The cluster's load measured after a plan ran: per broker score, msg/s and bytes/s."""
+
+    __tablename__ = "plan_measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), index=True)
+    snapshot_id: Mapped[int] = mapped_column(ForeignKey("snapshots.id"))
+    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)

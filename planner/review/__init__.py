@@ -1,0 +1,1 @@
+"""Plan review and audit pages, served by the Airflow plugin in plugins/."""

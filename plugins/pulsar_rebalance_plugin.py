@@ -1,0 +1,41 @@
+"""Airflow plugin: the plan review and audit pages (`planner.review`), behind Airflow's own login.
+
+Wiring only. Every request must carry a valid Airflow token (the UI's session cookie or a bearer
+header) for a user allowed to read DAGs; anonymous requests get 401.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.plugins_manager import AirflowPlugin
+from fastapi import Depends
+
+from planner.airflow_tasks import store
+from planner.paths import planner_home
+from planner.review.app import URL_PREFIX, create_app
+
+review_app = create_app(store, planner_home, [Depends(requires_access_dag("GET"))])
+
+
+class PulsarRebalancePlugin(AirflowPlugin):
+    name = "pulsar_rebalance"
+    fastapi_apps: ClassVar[list[dict[str, Any]]] = [
+        {"app": review_app, "url_prefix": URL_PREFIX, "name": "Pulsar rebalance plans"}
+    ]
+    external_views: ClassVar[list[dict[str, Any]]] = [
+        {
+            "name": "Rebalance plans",
+            "href": f"{URL_PREFIX}/plans",
+            "url_route": "pulsar-rebalance-plans",
+            "destination": "nav",
+            "nav_top_level": True,
+        },
+        {
+            "name": "Plan",
+            "href": URL_PREFIX + "/runs/{DAG_ID}/{RUN_ID}",
+            "url_route": "pulsar-rebalance-run-plan",
+            "destination": "dag_run",
+        },
+    ]

@@ -1,0 +1,220 @@
+"""The review pages and their JSON API on a store filled through the planner's own functions (plan,
+commit, decision, execution records, measurement). Authentication here is a stand-in header check;
+tests/integration/test_review_pages.py runs the same app inside a real Airflow api-server."""
+
+from __future__ import annotations
+
+import html as html_module
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi.testclient import TestClient
+
+from planner.config import PulsarConfig
+from planner.executor import record_decision
+from planner.model import load_data_from_json
+from planner.plan_store import commit_plan, record_measurement
+from planner.planning import make_plan
+from planner.review.app import URL_PREFIX, create_app
+from planner.samples import write_snapshot_samples
+from planner.store.database import Store
+from planner.store.models import ActionExecution, Cluster, Plan, Snapshot
+from tests.builders import broker
+
+TOKEN = "reviewer-token"
+EXAMPLE = load_data_from_json(Path("examples/load-data.json").read_text())
+
+
+def require_token(authorization: str | None = Header(default=None)) -> None:
+    if authorization != f"Bearer {TOKEN}":
+        raise HTTPException(status_code=401, detail="Not authenticated")
+
+
+def commit(store, cluster, run, strategy="UniformLoadShedder", data=EXAMPLE):
+    plan = make_plan(cluster, data, PulsarConfig.from_settings({"minUnloadMessage": "0"}), strategy, None).to_json()
+    return commit_plan(
+        store,
+        plan,
+        admin_url=f"http://{cluster}:8080",
+        run_key=f"{run}:{cluster}:{strategy}",
+        expected_version=0 if run.endswith("-1") else 1,
+    ).plan_id
+
+
+@pytest.fixture
+def filled(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    home = tmp_path / "home"
+    pending = commit(store, "east", "manual__run-1")
+    executed = commit(store, "west", "scheduled__run-1", strategy="AvgShedder")
+    rejected = commit(store, "east", "manual__run-2")
+    record_decision(store, rejected, approved=False, approver=None, approved_hash="")
+    with store.session() as session:
+        plan = session.get(Plan, executed)
+        actions_hash, actions = plan.actions_hash, list(plan.actions)
+    record_decision(store, executed, approved=True, approver="alice", approved_hash=actions_hash)
+    now = datetime.now(UTC)
+    with store.session() as session:
+        west = session.query(Cluster).filter_by(name="west").one()
+        snapshots = []
+        for minutes in (30, 20, 10):
+            row = Snapshot(
+                cluster_id=west.id,
+                taken_at=now - timedelta(minutes=minutes),
+                brokers=2,
+                bundles=0,
+                partial=False,
+                missing_brokers={},
+                archive_path="-",
+            )
+            session.add(row)
+            session.flush()
+            snapshots.append((row.id, row.taken_at))
+        for index, action in enumerate(actions):
+            session.add(ActionExecution(action_id=action.id, attempt=1, status="failed", error="HTTP 503 from broker"))
+            session.add(
+                ActionExecution(
+                    action_id=action.id,
+                    attempt=2,
+                    status="succeeded" if index else "skipped",
+                    error=None if index else "bundle moved by someone else",
+                )
+            )
+        session.get(Plan, executed).status = "executed"
+    for snapshot_id, taken_at in snapshots:
+        cpu = 90 - (now - taken_at).seconds / 60  # the hot broker heats up over the window
+        write_snapshot_samples(
+            home,
+            "west",
+            snapshot_id,
+            taken_at,
+            {"hot:8080": broker(cpu=(cpu, 100), rate_in=500), "cold:8080": broker(cpu=(100 - cpu, 100), rate_in=100)},
+        )
+    record_measurement(store, executed, snapshots[-1][0], {"hot:8080": {"score": 55.0, "msgRate": 300.0}})
+    parent = FastAPI()
+    parent.mount(URL_PREFIX, create_app(lambda: store, lambda: home, [Depends(require_token)]))
+    client = TestClient(parent, headers={"Authorization": f"Bearer {TOKEN}"})
+    yield client, {"pending": pending, "executed": executed, "rejected": rejected}
+    store.dispose()
+
+
+def test_every_page_refuses_anonymous_requests(filled):
+    client, ids = filled
+    anonymous = TestClient(client.app)
+    for path in (
+        "/plans",
+        f"/plans/{ids['executed']}",
+        f"/plans/{ids['executed']}/download",
+        "/clusters/west",
+        "/api/plans",
+        f"/api/plans/{ids['executed']}",
+        "/api/clusters",
+        "/api/clusters/west/history",
+        "/runs/d/manual__run-1",
+    ):
+        assert anonymous.get(URL_PREFIX + path).status_code == 401, path
+    assert (
+        TestClient(client.app, headers={"Authorization": "Bearer forged"}).get(f"{URL_PREFIX}/plans").status_code == 401
+    )
+
+
+def test_pages_are_read_only(filled):
+    client, ids = filled
+    assert client.post(f"{URL_PREFIX}/api/plans/{ids['pending']}").status_code == 405
+    assert client.delete(f"{URL_PREFIX}/plans/{ids['pending']}").status_code == 405
+
+
+def test_plan_list_filters_and_paginates(filled):
+    client, ids = filled
+    everything = client.get(f"{URL_PREFIX}/api/plans").json()
+    assert [p["id"] for p in everything["items"]] == sorted(ids.values(), reverse=True)
+    assert everything["total"] == 3
+    by_id = {p["id"]: p for p in everything["items"]}
+    assert by_id[ids["executed"]]["approver"] == "alice" and by_id[ids["executed"]]["status"] == "executed"
+    assert by_id[ids["rejected"]]["status"] == "rejected" and by_id[ids["pending"]]["approver"] is None
+    assert by_id[ids["pending"]]["actions"] >= 1
+    east = client.get(f"{URL_PREFIX}/api/plans", params={"cluster": "east"}).json()
+    assert {p["id"] for p in east["items"]} == {ids["pending"], ids["rejected"]}
+    pending = client.get(f"{URL_PREFIX}/api/plans", params={"status": "pending"}).json()
+    assert [p["id"] for p in pending["items"]] == [ids["pending"]]
+    today = datetime.now(UTC).date()
+    assert client.get(f"{URL_PREFIX}/api/plans", params={"created_from": str(today)}).json()["total"] == 3
+    assert (
+        client.get(f"{URL_PREFIX}/api/plans", params={"created_to": str(today - timedelta(days=1))}).json()["total"]
+        == 0
+    )
+    first = client.get(f"{URL_PREFIX}/api/plans", params={"per_page": 2}).json()
+    second = client.get(f"{URL_PREFIX}/api/plans", params={"per_page": 2, "page": 2}).json()
+    assert (first["pages"], len(first["items"]), len(second["items"])) == (2, 2, 1)
+    assert {p["id"] for p in first["items"] + second["items"]} == set(ids.values())
+
+
+def test_bad_filters_name_the_field(filled):
+    client, _ = filled
+    bad_status = client.get(f"{URL_PREFIX}/api/plans", params={"status": "done"})
+    assert bad_status.status_code == 400 and "status" in bad_status.json()["detail"]
+    bad_date = client.get(f"{URL_PREFIX}/api/plans", params={"created_from": "yesterday"})
+    assert bad_date.status_code == 422 and "created_from" in json.dumps(bad_date.json())
+    reversed_range = client.get(
+        f"{URL_PREFIX}/api/plans", params={"created_from": "2026-02-02", "created_to": "2026-02-01"}
+    )
+    assert reversed_range.status_code == 400 and "created_from" in reversed_range.json()["detail"]
+    assert client.get(f"{URL_PREFIX}/api/plans", params={"per_page": 10_000}).status_code == 422
+
+
+def test_list_page_renders_filters_rows_and_page_links(filled):
+    client, ids = filled
+    page = client.get(f"{URL_PREFIX}/plans", params={"cluster": "east", "per_page": 1})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert f'href="{URL_PREFIX}/plans/{ids["rejected"]}"' in html and f'/plans/{ids["executed"]}"' not in html
+    assert '<option value="east" selected>' in html
+    assert 'rel="next" href="?cluster=east&amp;per_page=1&amp;page=2"' in html
+    assert "2 plan(s); page 1 of 2" in html
+
+
+def test_plan_page_shows_actions_chart_pairs_approval_log_and_raw_json(filled):
+    client, ids = filled
+    plan = client.get(f"{URL_PREFIX}/api/plans/{ids['executed']}").json()
+    html = client.get(f"{URL_PREFIX}/plans/{ids['executed']}").text
+    assert '<figure id="load-chart"><svg' in html and "Measured after" in html
+    for action in plan["actions"]:
+        assert action["bundle"] in html and action["attempts"][0]["error"] == "HTTP 503 from broker"
+    assert "HTTP 503 from broker" in html and "bundle moved by someone else" in html
+    assert plan["approval"]["approver"] == "alice" and "alice" in html
+    assert plan["pairs"] and 'id="pairs"' in html
+    assert plan["measured"]["brokers"]["hot:8080"]["score"] == 55.0
+    assert [e["event"] for e in plan["audit"]][:2] == ["plan.created", "plan.approved"]
+    assert "plan.measured" in [e["event"] for e in plan["audit"]]
+    download = client.get(f"{URL_PREFIX}/plans/{ids['executed']}/download")
+    assert download.headers["content-disposition"] == f'attachment; filename="pulsar-plan-{ids["executed"]}.json"'
+    assert download.json() == plan
+    assert json.loads(html_module.unescape(html.split('<pre id="raw-json">')[1].split("</pre>")[0])) == plan
+
+
+def test_unknown_plan_and_cluster_are_404_with_the_name(filled):
+    client, _ = filled
+    missing = client.get(f"{URL_PREFIX}/plans/999")
+    assert missing.status_code == 404 and "999" in missing.json()["detail"]
+    assert "nowhere" in client.get(f"{URL_PREFIX}/clusters/nowhere").json()["detail"]
+
+
+def test_cluster_history_has_samples_and_chart(filled):
+    client, _ = filled
+    history = client.get(f"{URL_PREFIX}/api/clusters/west/history", params={"window": "6h"}).json()
+    assert len(history["samples"]) == 6 and {s["broker"] for s in history["samples"]} == {"hot:8080", "cold:8080"}
+    hot = [s["score"] for s in history["samples"] if s["broker"] == "hot:8080"]
+    assert hot == sorted(hot) and hot[0] == pytest.approx(60, abs=0.1)
+    html = client.get(f"{URL_PREFIX}/clusters/west").text
+    assert '<figure id="history-chart"><svg' in html
+    assert client.get(f"{URL_PREFIX}/api/clusters/west/history", params={"window": "1y"}).status_code == 422
+
+
+def test_run_link_leads_to_the_runs_plan(filled):
+    client, ids = filled
+    found = client.get(f"{URL_PREFIX}/runs/pulsar_rebalance_plan_west/scheduled__run-1", follow_redirects=False)
+    assert found.status_code == 303 and found.headers["location"] == f"{URL_PREFIX}/plans/{ids['executed']}"
+    assert "No plan for this run" in client.get(f"{URL_PREFIX}/runs/other_dag/manual__x").text
