@@ -38,6 +38,7 @@ from typing import Any
 
 import requests
 
+from planner.broker_settings import SHARED_BROKER_SETTINGS
 from planner.paths import cache_home, planner_home
 
 log = logging.getLogger(__name__)
@@ -506,36 +507,8 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         "advertisedAddress": HOST,
         "webServicePort": settings.web_port(index),
         "brokerServicePort": settings.broker_port(index),
-        # One bookie: Pulsar's broker.conf defaults (2/2/2) would fail every ledger creation.
-        "managedLedgerDefaultEnsembleSize": 1,
-        "managedLedgerDefaultWriteQuorum": 1,
-        "managedLedgerDefaultAckQuorum": 1,
-        "functionsWorkerEnabled": "false",
-        "transactionCoordinatorEnabled": "false",
-        # Per-namespace `__change_events` topics would occupy bundles the tests move around.
-        "systemTopicEnabled": "false",
-        "topicLevelPoliciesEnabled": "false",
-        "brokerDeleteInactiveTopicsEnabled": "false",
-        # Tests and the demo clean up their namespaces with `?force=true`.
-        "forceDeleteNamespaceAllowed": "true",
-        "forceDeleteTenantAllowed": "true",
-        # Loopback and virtual NICs report no speed (limit -1000); a fixed 1 Gbit/s gives real bandwidth usage.
-        "loadBalancerOverrideBrokerNicSpeedGbps": 1,
-        # Load reports on, Pulsar's own balancing actions off: only the planner moves bundles.
-        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-        "loadBalancerEnabled": "true",
-        "loadBalancerSheddingEnabled": "false",
-        "loadBalancerAutoBundleSplitEnabled": "false",
-        "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
-        # Fast statistics so a test sees traffic in the load report within seconds, not minutes.
-        "statsUpdateFrequencyInSecs": 5,
-        "statsUpdateInitialDelayInSecs": 5,
-        "loadBalancerReportUpdateMinIntervalMillis": 1000,
-        "loadBalancerReportUpdateThresholdPercentage": 1,
-        "loadBalancerReportUpdateMaxIntervalMinutes": 1,
-        "loadBalancerHostUsageCheckIntervalMinutes": 1,
-        "loadBalancerResourceQuotaUpdateIntervalMinutes": 1,
-        "brokerShutdownTimeoutMs": 10000,
+        # The settings every cluster of this project shares with docker-compose.yml's brokers.
+        **SHARED_BROKER_SETTINGS,
     }
 
 

@@ -1,0 +1,57 @@
+"""Broker settings every Pulsar cluster of this project: the local cluster command's and docker-compose.yml's.
+
+Load reports on, Pulsar's own balancing actions off, so that only the planner moves bundles; fast
+statistics, so that traffic shows up in the load report within seconds; one bookie. Only per-broker
+keys (cluster name, metadata store, addresses, ports) differ between the two and stay with each.
+
+docker-compose.yml cannot import Python, so it repeats these values as `PULSAR_PREFIX_<key>`
+variables, which the Pulsar image's `bin/apply-config-from-env.py` writes into `conf/broker.conf`;
+tests/unit/test_docker_compose.py fails, printing the block to paste, when the two disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+PULSAR_ENV_PREFIX = "PULSAR_PREFIX_"
+
+SHARED_BROKER_SETTINGS: Mapping[str, object] = MappingProxyType(
+    {
+        # One bookie: Pulsar's broker.conf defaults (2/2/2) would fail every ledger creation.
+        "managedLedgerDefaultEnsembleSize": 1,
+        "managedLedgerDefaultWriteQuorum": 1,
+        "managedLedgerDefaultAckQuorum": 1,
+        "functionsWorkerEnabled": "false",
+        "transactionCoordinatorEnabled": "false",
+        # Per-namespace `__change_events` topics would occupy bundles the tests move around.
+        "systemTopicEnabled": "false",
+        "topicLevelPoliciesEnabled": "false",
+        "brokerDeleteInactiveTopicsEnabled": "false",
+        # Tests and the demo clean up their namespaces with `?force=true`.
+        "forceDeleteNamespaceAllowed": "true",
+        "forceDeleteTenantAllowed": "true",
+        # Loopback and virtual NICs report no speed (limit -1000); a fixed 1 Gbit/s gives real bandwidth usage.
+        "loadBalancerOverrideBrokerNicSpeedGbps": 1,
+        # Load reports on, Pulsar's own balancing actions off: only the planner moves bundles.
+        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
+        "loadBalancerEnabled": "true",
+        "loadBalancerSheddingEnabled": "false",
+        "loadBalancerAutoBundleSplitEnabled": "false",
+        "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
+        # Fast statistics so a test sees traffic in the load report within seconds, not minutes.
+        "statsUpdateFrequencyInSecs": 5,
+        "statsUpdateInitialDelayInSecs": 5,
+        "loadBalancerReportUpdateMinIntervalMillis": 1000,
+        "loadBalancerReportUpdateThresholdPercentage": 1,
+        "loadBalancerReportUpdateMaxIntervalMinutes": 1,
+        "loadBalancerHostUsageCheckIntervalMinutes": 1,
+        "loadBalancerResourceQuotaUpdateIntervalMinutes": 1,
+        "brokerShutdownTimeoutMs": 10000,
+    }
+)
+
+
+def as_pulsar_image_env(settings: Mapping[str, object]) -> dict[str, str]:
+    """`settings` as environment variables of an `apachepulsar/pulsar` container (`PULSAR_PREFIX_<key>`)."""
+    return {f"{PULSAR_ENV_PREFIX}{key}": str(value) for key, value in settings.items()}
