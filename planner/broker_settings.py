@@ -1,4 +1,4 @@
-"""Broker settings every Pulsar cluster of this project: the local cluster command's and docker-compose.yml's.
+"""Broker settings of every Pulsar cluster this project runs: the local cluster command's and docker-compose.yml's.
 
 Load reports on, Pulsar's own balancing actions off, so that only the planner moves bundles; fast
 statistics, so that traffic shows up in the load report within seconds; one bookie. Only per-broker
