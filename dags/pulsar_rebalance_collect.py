@@ -28,7 +28,7 @@ def pulsar_rebalance_collect() -> None:
     @task(outlets=[SAMPLES], map_index_template="{{ cluster }}")
     def collect(cluster: str, *, outlet_events=None) -> dict:  # noqa: ANN001 - injected by Airflow
         result = airflow_tasks.collect_cluster(cluster)
-        outlet_events[SAMPLES].add(Asset(f"pulsar-rebalance-samples-{cluster}"), extra=result)
+        outlet_events[SAMPLES].add(Asset(airflow_tasks.samples_asset_name(cluster)), extra=result)
         return result
 
     collect.expand(cluster=clusters())

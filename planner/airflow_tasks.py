@@ -43,10 +43,27 @@ def approvers() -> list[dict[str, str]]:
     return [{"id": name, "name": name} for name in names]
 
 
-def plan_schedule() -> str:
-    """`hourly` (default) or `nightly` (`PULSAR_REBALANCE_PLAN_PROFILE`), or a cron expression."""
+def samples_asset_name(cluster: str) -> str:
+    """The Asset the collect DAG emits for a cluster after each snapshot."""
+    return f"pulsar-rebalance-samples-{cluster}"
+
+
+def plan_schedule(cluster: str) -> Any:
+    """`PULSAR_REBALANCE_PLAN_PROFILE`: `hourly` (default), `nightly`, `assets` (after each fresh collect
+    of the cluster), `hourly+assets` (whichever comes first), or a cron expression."""
+    from airflow.sdk import Asset
+    from airflow.timetables.assets import AssetOrTimeSchedule
+    from airflow.timetables.trigger import CronTriggerTimetable
+
     profile = os.environ.get("PULSAR_REBALANCE_PLAN_PROFILE", "hourly")
-    return {"hourly": "0 * * * *", "nightly": "0 2 * * *"}.get(profile, profile)
+    crons = {"hourly": "0 * * * *", "nightly": "0 2 * * *"}
+    samples = Asset(samples_asset_name(cluster))
+    if profile == "assets":
+        return [samples]
+    if profile.endswith("+assets"):
+        cron = crons.get(profile.removesuffix("+assets"), profile.removesuffix("+assets"))
+        return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"), assets=samples)
+    return crons.get(profile, profile)
 
 
 def cluster_settings(cluster: str) -> ClusterSettings:

@@ -49,3 +49,33 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     assert dag.task_dict["report"].upstream_task_ids == {"execute", "commit"}
     assert dag.task_dict["spark_plan"]._conn_id == "spark_default"
     assert dag.task_dict["report"].trigger_rule == "all_done"
+
+
+@pytest.mark.parametrize(
+    ("profile", "expected"),
+    [("hourly", "0 * * * *"), ("nightly", "0 2 * * *"), ("*/30 * * * *", "*/30 * * * *")],
+)
+def test_plan_schedule_profiles_by_time(profile, expected, monkeypatch):
+    from planner.airflow_tasks import plan_schedule
+
+    monkeypatch.setenv("PULSAR_REBALANCE_PLAN_PROFILE", profile)
+    assert plan_schedule("local") == expected
+
+
+def test_plan_dag_can_follow_the_collect_dags_assets(tmp_path, monkeypatch):
+    """With the `assets` profile each cluster's plan DAG runs after a fresh collect of that cluster;
+    with `hourly+assets` also on the hour."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    monkeypatch.setenv("PULSAR_REBALANCE_CLUSTER_NAMES", "local,prod-east")
+    monkeypatch.setenv("PULSAR_REBALANCE_PLAN_PROFILE", "assets")
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    for cluster in ("local", "prod-east"):
+        dag = bag.dags[f"pulsar_rebalance_plan_{cluster}"]
+        assert [asset.name for asset in dag.timetable.asset_condition.objects] == [
+            f"pulsar-rebalance-samples-{cluster}"
+        ]
+    monkeypatch.setenv("PULSAR_REBALANCE_PLAN_PROFILE", "hourly+assets")
+    dag = DagBag(dag_folder=str(DAGS)).dags["pulsar_rebalance_plan_local"]
+    assert "0 * * * *" in dag.timetable.summary and dag.timetable.asset_condition is not None
