@@ -2,8 +2,9 @@
 
 Usage (in an environment where AIRFLOW_HOME points at a migrated metadata database):
     python -m planner.airflow_cycle DAG_ID DECISION CONF_JSON
-DECISION is Approve or Reject, or `ui` to leave the gate to a person in the Airflow UI (an api-server
-on the same metadata database). Prints the run's task states as JSON on the last line.
+DECISION is Approve or Reject; `ui` to leave the gate to a person in the Airflow UI (an api-server
+on the same metadata database); or `timeout` to leave it unanswered until its response timeout passes.
+Prints the run's task states as JSON on the last line.
 """
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ def answer_gate(decision: str, stop: threading.Event) -> None:
         time.sleep(1)
 
 
+def enforce_response_timeouts(stop: threading.Event) -> None:
+    """The scheduler's own awaiting-input sweep, which applies a gate's defaults once its response timeout
+    has passed. `dag.test()` runs no scheduler loop, so this stands in for that loop's timer."""
+    from airflow.jobs.job import Job
+    from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
+
+    runner = SchedulerJobRunner(job=Job(), executors=[])
+    while not stop.wait(2):
+        runner.check_awaiting_input_timeouts()
+
+
 def main() -> int:
     dag_id, decision, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     from airflow.dag_processing.dagbag import DagBag
@@ -44,7 +56,9 @@ def main() -> int:
     bag = DagBag()
     dag = bag.dags[dag_id]
     stop = threading.Event()
-    if decision != "ui":
+    if decision == "timeout":
+        threading.Thread(target=enforce_response_timeouts, args=(stop,), daemon=True).start()
+    elif decision != "ui":
         threading.Thread(target=answer_gate, args=(decision, stop), daemon=True).start()
     run = dag.test(run_conf=conf)
     stop.set()

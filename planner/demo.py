@@ -43,6 +43,7 @@ def airflow_environment(airflow_home: Path, cluster: dict[str, Any], db_url: str
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         f"AIRFLOW_CONN_PULSAR_{name.upper()}": json.dumps(
             {"conn_type": "http", "host": cluster["brokers"][0]["adminUrl"]}

@@ -46,11 +46,22 @@ _templates.filters["number"] = lambda value, digits=1: "—" if value is None el
 _templates.filters["as_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def _day(name: str, value: str | None) -> date | None:
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError as error:
+        raise HTTPException(
+            status_code=400, detail=f"plan filter: {name} must be a date YYYY-MM-DD (got {value!r})"
+        ) from error
+
+
 def _filters(
     cluster: Annotated[str | None, Query(max_length=200)] = None,
     status: Annotated[str | None, Query()] = None,
-    created_from: Annotated[date | None, Query()] = None,
-    created_to: Annotated[date | None, Query()] = None,
+    created_from: Annotated[str | None, Query()] = None,
+    created_to: Annotated[str | None, Query()] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=MAX_PER_PAGE)] = 25,
 ) -> PlanFilter:
@@ -59,8 +70,8 @@ def _filters(
         PlanFilter,
         cluster=cluster or None,
         status=status or None,
-        created_from=created_from,
-        created_to=created_to,
+        created_from=_day("created_from", created_from),
+        created_to=_day("created_to", created_to),
         page=page,
         per_page=per_page,
     )

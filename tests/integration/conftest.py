@@ -4,6 +4,10 @@
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
 - `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
   and its namespace force-deleted after the test.
+- `approved_cycle` (session): one collect → plan (Spark) → approve → execute → report run of the real
+  plan DAG on skewed traffic, shared by the tests that check its outcome.
+- `airflow_api_server(env, users)`: a real Airflow api-server on loopback with the project's plugin and
+  password logins (Airflow's simple auth manager), stopped on exit.
 - `postgres_server` (session) / `postgres_url` (function): a PostgreSQL cluster from Debian's
   packages started with initdb/pg_ctl in a temporary directory on 127.0.0.1, and a SQLAlchemy URL
   to a fresh database that is dropped after the test.
@@ -11,23 +15,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import pwd
 import secrets
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import requests
 from psycopg import sql
 
 from planner import local_cluster
+from planner.admin_client import PulsarAdminClient
+from planner.collector import collect
+from planner.demo import airflow_environment, migrate_airflow, run_plan_cycle
+from planner.store.database import Store
 from planner.traffic import BundleTraffic, TrafficGenerator
 
 TEST_TENANT = "integration-tests"
@@ -73,6 +86,109 @@ def traffic_generator(pulsar_cluster: dict[str, Any]) -> Iterator[Callable[..., 
             generator.stop()
         finally:
             generator.delete_namespace()
+
+
+CYCLE_CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
+
+
+def airflow_env(cluster: Mapping[str, Any], root: Path) -> dict[str, str]:
+    """A migrated Airflow home and an empty planner store under `root`, serving `cluster`."""
+    env = airflow_environment(root / "airflow", dict(cluster), f"sqlite:///{root / 'planner.db'}", root / "home")
+    migrate_airflow(env)
+    return env
+
+
+def collect_snapshots(env: Mapping[str, str], admin_url: str, times: int = 3) -> None:
+    store, home = Store(env["PULSAR_REBALANCE_DB_URL"]), Path(env["PULSAR_REBALANCE_HOME"])
+    with PulsarAdminClient(admin_url) as client:
+        for _ in range(times):
+            collect(client, store, home)
+            time.sleep(2)
+    store.dispose()
+
+
+@pytest.fixture(scope="session")
+def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """Every bundle of a namespace on one broker at 160 msg/s; the plan DAG run approved through the REST
+    API. Yields the Airflow environment, the run's task states, the generator (stopped) and the hot broker."""
+    env = airflow_env(pulsar_cluster, tmp_path_factory.mktemp("approved-cycle"))
+    hot = pulsar_cluster["brokers"][0]["id"]
+    namespace = f"{TEST_TENANT}/cycle-{secrets.token_hex(4)}"
+    generator = TrafficGenerator.for_cluster(
+        pulsar_cluster, namespace, [BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)]
+    )
+    generator.setup()
+    try:
+        generator.place_bundles({i: hot for i in range(4)})
+        generator.start()
+        time.sleep(12)  # two load-report intervals, so the reports show the traffic
+        collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+        outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "Approve", CYCLE_CONF, timeout=600)
+        generator.stop()
+        yield {"env": env, "outcome": outcome, "generator": generator, "hot": hot}
+    finally:
+        generator.stop()
+        generator.delete_namespace()
+
+
+@dataclass(frozen=True)
+class AirflowServer:
+    url: str
+    passwords: dict[str, str]
+
+    def token(self, user: str) -> str:
+        response = requests.post(
+            f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=30
+        )
+        response.raise_for_status()
+        return response.json()["access_token"]
+
+    def session(self, user: str) -> requests.Session:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {self.token(user)}"
+        return session
+
+
+@contextlib.contextmanager
+def airflow_api_server(env: Mapping[str, str], users: Mapping[str, str]) -> Iterator[AirflowServer]:
+    """`users`: name → role (viewer, user, op, admin). Logins need passwords: anonymous access is off."""
+    home = Path(env["AIRFLOW_HOME"])
+    passwords = {user: secrets.token_urlsafe(12) for user in users}
+    (home / "test-passwords.json").write_text(json.dumps(passwords))
+    port = _free_port()
+    server_env = {
+        **env,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{user}:{role}" for user, role in users.items()),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "test-passwords.json"),
+    }
+    log = (home / f"api-server-{port}.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port)],
+        env=server_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(requests.ConnectionError):
+                if requests.get(f"{url}/api/v2/monitor/health", timeout=5).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the api-server did not start; see {log.name}")
+            time.sleep(1)
+        yield AirflowServer(url, passwords)
+    finally:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
+        log.close()
 
 
 @dataclass(frozen=True)

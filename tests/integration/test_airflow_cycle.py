@@ -3,83 +3,75 @@ the REST API, execute; and the reject path."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
 from sqlalchemy import select
 
-from planner.demo import airflow_environment, migrate_airflow, run_plan_cycle
+from planner.demo import run_plan_cycle
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Plan
+from planner.store.models import AuditEvent, Plan, PlanMeasurement
 from planner.traffic import BundleTraffic
+from tests.integration.conftest import CYCLE_CONF, airflow_env, collect_snapshots
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
-CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
 
-
-@pytest.fixture
-def airflow_env(pulsar_cluster, tmp_path):
-    env = airflow_environment(
-        tmp_path / "airflow", pulsar_cluster, f"sqlite:///{tmp_path / 'planner.db'}", tmp_path / "home"
-    )
-    migrate_airflow(env)
-    return env
-
-
-def collect(env, admin_url, times=3):
-    for _ in range(times):
-        subprocess.run(
-            [sys.executable, "-m", "planner.cli", "collect", "--admin-url", admin_url],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        time.sleep(2)
-
-
-def run_cycle(env, cluster, decision):
-    return run_plan_cycle(env, cluster, decision, CONF, timeout=600)
-
-
-@pytest.fixture
-def skewed(pulsar_cluster, traffic_generator):
-    hot = pulsar_cluster["brokers"][0]["id"]
-    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
-    generator.place_bundles({i: hot for i in range(4)})
-    generator.start()
-    time.sleep(12)  # two load-report intervals, so the reports show the traffic
-    return generator, hot
-
-
-def test_approved_plan_is_executed_and_audited(pulsar_cluster, airflow_env, skewed):
-    generator, hot = skewed
-    collect(airflow_env, pulsar_cluster["brokers"][0]["adminUrl"])
-    outcome = run_cycle(airflow_env, pulsar_cluster["cluster"], "Approve")
+def test_approved_plan_is_executed_and_audited(approved_cycle):
+    outcome, generator, hot = approved_cycle["outcome"], approved_cycle["generator"], approved_cycle["hot"]
     assert outcome["tasks"]["execute"] == "success" and outcome["tasks"]["report"] == "success", outcome
-    store = Store(airflow_env["PULSAR_REBALANCE_DB_URL"])
+    store = Store(approved_cycle["env"]["PULSAR_REBALANCE_DB_URL"])
     with store.session() as session:
         plan = session.scalars(select(Plan)).one()
         assert plan.status == "executed"
         unloads = [a for a in plan.actions if a.kind == "unload"]
         assert unloads and all(a.source == hot for a in unloads)
-        events = [e.event for e in session.scalars(select(AuditEvent))]
+        events = [e.event for e in session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan.id))]
+        measured = session.scalars(select(PlanMeasurement).where(PlanMeasurement.plan_id == plan.id)).one()
     assert "plan.approved" in events and events.count("action.succeeded") == len(unloads)
+    assert "plan.measured" in events and set(measured.brokers) >= {hot}
     for action in unloads:
         bundle_range = action.bundle.rsplit("/", 1)[1]
         probe = next(t for t, b in generator.topics.items() if str(b) == bundle_range)
         assert generator.owner(probe) == action.destination
 
 
-def test_rejected_plan_runs_nothing(pulsar_cluster, airflow_env, skewed):
-    collect(airflow_env, pulsar_cluster["brokers"][0]["adminUrl"])
-    outcome = run_cycle(airflow_env, pulsar_cluster["cluster"], "Reject")
-    assert outcome["tasks"]["execute"] == "skipped", outcome
-    store = Store(airflow_env["PULSAR_REBALANCE_DB_URL"])
+@pytest.fixture
+def skewed_env(pulsar_cluster, traffic_generator, tmp_path):
+    hot = pulsar_cluster["brokers"][0]["id"]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
+    generator.place_bundles({i: hot for i in range(4)})
+    generator.start()
+    time.sleep(12)  # two load-report intervals, so the reports show the traffic
+    env = airflow_env(pulsar_cluster, tmp_path)
+    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+    return env
+
+
+def rejected_plan_events(env):
+    store = Store(env["PULSAR_REBALANCE_DB_URL"])
     with store.session() as session:
         plan = session.scalars(select(Plan)).one()
-        assert plan.status == "rejected"
-        events = [e.event for e in session.scalars(select(AuditEvent))]
-    assert "plan.rejected" in events and not any(event.startswith("action.") for event in events)
+        events = session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan.id)).all()
+        return plan.status, [(event.event, event.actor) for event in events]
+
+
+def test_rejected_plan_runs_nothing(pulsar_cluster, skewed_env):
+    outcome = run_plan_cycle(skewed_env, pulsar_cluster["cluster"], "Reject", CYCLE_CONF, timeout=600)
+    assert outcome["tasks"]["execute"] == "skipped", outcome
+    status, events = rejected_plan_events(skewed_env)
+    assert status == "rejected"
+    [(_, reviewer)] = [entry for entry in events if entry[0] == "plan.rejected"]
+    assert reviewer != "timeout" and not any(event.startswith("action.") for event, _ in events)
+
+
+def test_unanswered_gate_applies_the_default_reject_after_its_timeout(pulsar_cluster, skewed_env):
+    env = {**skewed_env, "PULSAR_REBALANCE_APPROVAL_TIMEOUT": "20"}
+    started = time.monotonic()
+    outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "timeout", CYCLE_CONF, timeout=600)
+    assert outcome["tasks"]["approve"] == "success" and outcome["tasks"]["execute"] == "skipped", outcome
+    assert outcome["tasks"]["report"] == "success", outcome
+    assert time.monotonic() - started > 20
+    status, events = rejected_plan_events(env)
+    assert status == "rejected"
+    assert ("plan.rejected", "timeout") in events and not any(event.startswith("action.") for event, _ in events)
