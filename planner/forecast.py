@@ -1,19 +1,22 @@
 """Predicted per-broker load before and after a plan's moves.
 
 Message rate and throughput move with the bundles (their short-term averages, what the strategies
-rank by). Resource usage is predicted with the cluster's average cost: percent of CPU per msg/s and
-percent of NIC per byte/s in and out, measured over all brokers of the snapshot. Direct memory does
-not follow traffic and stays as reported. It is a first-order estimate, shown to reviewers as such.
+rank by). Resource usage starts from what each broker reported and changes by the moved traffic's
+cost on that broker, from its usage model (`planner.usage_model`): its own fitted costs, the
+cluster-wide fit, or without history the snapshot's average cost. Anchoring at the measured usage
+keeps what no model explains (a busy neighbour on the host) in the prediction. Direct memory does
+not follow traffic and stays as reported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from planner.broker_score import percent_usage
-from planner.config import PulsarConfig
+from planner.config import PulsarConfig, ResourceWeights
 from planner.model import LoadData
+from planner.usage_model import ResourceFit, Traffic, UsageModels, broker_traffic, resolved_models
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,7 @@ class BrokerForecast:
     throughput_after: float
     score_before: float  # weighted max usage, percent points
     score_after: float
+    model: str = "snapshot"  # where the CPU costs came from: broker, cluster or snapshot
 
     def to_json(self) -> dict[str, float | str]:
         return {
@@ -42,18 +46,21 @@ class BrokerForecast:
             "throughputAfter": self.throughput_after,
             "scoreBefore": self.score_before,
             "scoreAfter": self.score_after,
+            "model": self.model,
         }
 
 
 @dataclass(frozen=True, slots=True)
-class _Usage:
+class BrokerLoad:
+    """A broker's resource usage in percent and its traffic, as reported or as predicted."""
+
     cpu: float
     direct_memory: float
     bandwidth_in: float
     bandwidth_out: float
+    traffic: Traffic
 
-    def score(self, config: PulsarConfig) -> float:
-        weights = config.resource_weights
+    def score(self, weights: ResourceWeights) -> float:
         return max(
             self.cpu * weights.cpu,
             self.direct_memory * weights.direct_memory,
@@ -61,61 +68,77 @@ class _Usage:
             self.bandwidth_out * weights.bandwidth_out,
         )
 
+    def changed_by(self, traffic: Traffic, sign: float, fits: Mapping[str, ResourceFit]) -> BrokerLoad:
+        """The load after `traffic` arrives (sign +1) or leaves (-1), costed with this broker's fits."""
+        return replace(
+            self,
+            cpu=max(0.0, self.cpu + sign * fits["cpu"].cost(traffic, "cpu")),
+            bandwidth_in=max(0.0, self.bandwidth_in + sign * fits["bandwidthIn"].cost(traffic, "bandwidthIn")),
+            bandwidth_out=max(0.0, self.bandwidth_out + sign * fits["bandwidthOut"].cost(traffic, "bandwidthOut")),
+            traffic=self.traffic.plus(traffic.scaled(sign)),
+        )
 
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator > 0 else 0.0
 
-
-def forecast(load_data: LoadData, config: PulsarConfig, moves: Iterable[Move]) -> list[BrokerForecast]:
-    brokers = load_data.brokers
-    usage = {
-        broker_id: _Usage(
+def measured_loads(load_data: LoadData) -> dict[str, BrokerLoad]:
+    """Every broker's reported usage and traffic."""
+    return {
+        broker_id: BrokerLoad(
             percent_usage(report.cpu),
             percent_usage(report.direct_memory),
             percent_usage(report.bandwidth_in),
             percent_usage(report.bandwidth_out),
+            broker_traffic(load_data, broker_id),
         )
-        for broker_id, report in brokers.items()
+        for broker_id, report in sorted(load_data.brokers.items())
     }
-    cpu_per_msg = _ratio(sum(u.cpu for u in usage.values()), sum(b.msg_rate for b in brokers.values()))
-    bw_in_per_byte = _ratio(
-        sum(u.bandwidth_in for u in usage.values()), sum(b.msg_throughput_in for b in brokers.values())
-    )
-    bw_out_per_byte = _ratio(
-        sum(u.bandwidth_out for u in usage.values()), sum(b.msg_throughput_out for b in brokers.values())
-    )
 
-    delta_rate: dict[str, float] = dict.fromkeys(brokers, 0.0)
-    delta_in: dict[str, float] = dict.fromkeys(brokers, 0.0)
-    delta_out: dict[str, float] = dict.fromkeys(brokers, 0.0)
+
+def bundle_traffic(load_data: LoadData, bundle: str) -> Traffic:
+    """A bundle's short-term averages: the traffic that moves with it."""
+    data = load_data.bundle_data.get(bundle)
+    if data is None:
+        return Traffic()
+    short = data.short_term_data
+    return Traffic(short.msg_rate_in, short.msg_rate_out, short.msg_throughput_in, short.msg_throughput_out)
+
+
+def after_move(
+    loads: Mapping[str, BrokerLoad],
+    move: Move,
+    traffic: Traffic,
+    fits: Mapping[str, Mapping[str, ResourceFit]],
+) -> dict[str, BrokerLoad]:
+    """The loads after one move; brokers not in `loads` (gone since the snapshot) are left out."""
+    result = dict(loads)
+    for broker_id, sign in ((move.source, -1.0), (move.destination, 1.0)):
+        if broker_id in result:
+            result[broker_id] = result[broker_id].changed_by(traffic, sign, fits[broker_id])
+    return result
+
+
+def forecast(
+    load_data: LoadData,
+    config: PulsarConfig,
+    moves: Iterable[Move],
+    usage_models: UsageModels | None = None,
+) -> list[BrokerForecast]:
+    fits = resolved_models(load_data, usage_models)
+    before = measured_loads(load_data)
+    after = before
     for move in moves:
-        short = load_data.bundle_data[move.bundle].short_term_data if move.bundle in load_data.bundle_data else None
-        if short is None:
-            continue
-        for broker_id, sign in ((move.source, -1.0), (move.destination, 1.0)):
-            if broker_id in brokers:
-                delta_rate[broker_id] += sign * short.total_msg_rate
-                delta_in[broker_id] += sign * short.msg_throughput_in
-                delta_out[broker_id] += sign * short.msg_throughput_out
-
-    forecasts = []
-    for broker_id in sorted(brokers):
-        report, before = brokers[broker_id], usage[broker_id]
-        after = _Usage(
-            max(0.0, before.cpu + delta_rate[broker_id] * cpu_per_msg),
-            before.direct_memory,
-            max(0.0, before.bandwidth_in + delta_in[broker_id] * bw_in_per_byte),
-            max(0.0, before.bandwidth_out + delta_out[broker_id] * bw_out_per_byte),
+        if move.bundle in load_data.bundle_data:
+            after = after_move(after, move, bundle_traffic(load_data, move.bundle), fits)
+    weights = config.resource_weights
+    return [
+        BrokerForecast(
+            broker=broker_id,
+            msg_rate_before=load_data.brokers[broker_id].msg_rate,
+            msg_rate_after=max(0.0, after[broker_id].traffic.msg_rate_in + after[broker_id].traffic.msg_rate_out),
+            throughput_before=load_data.brokers[broker_id].msg_throughput,
+            throughput_after=max(0.0, after[broker_id].traffic.throughput_in + after[broker_id].traffic.throughput_out),
+            score_before=before[broker_id].score(weights),
+            score_after=after[broker_id].score(weights),
+            model=fits[broker_id]["cpu"].source,
         )
-        forecasts.append(
-            BrokerForecast(
-                broker=broker_id,
-                msg_rate_before=report.msg_rate,
-                msg_rate_after=max(0.0, report.msg_rate + delta_rate[broker_id]),
-                throughput_before=report.msg_throughput,
-                throughput_after=max(0.0, report.msg_throughput + delta_in[broker_id] + delta_out[broker_id]),
-                score_before=before.score(config),
-                score_after=after.score(config),
-            )
-        )
-    return forecasts
+        for broker_id in sorted(load_data.brokers)
+    ]
