@@ -1,6 +1,8 @@
 """A cluster's plan from its LoadData: the strategy's unloads (with destinations), split candidates,
-the predicted load before and after, and the strategy's next state. Pure: the Spark job and the CLI
-both call `make_plan`, so they always agree.
+the predicted load before and after, and the strategy's next state. Pure: the Spark job, the CLI and
+the simulator all call `make_plan`, so they always agree. Usage models fitted from the brokers'
+history (`planner.usage_model`) make the predictions per broker; without them the forecast uses the
+snapshot's average costs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import LoadData
 from planner.placement.pipeline import PlacementSession, select_broker
 from planner.shedding.avg_shedder import AvgShedderOutcome
+from planner.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.shedding.registry import shedding_strategy
+from planner.usage_model import UsageModels
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,8 @@ class PlanResult:
     state_after: dict[str, Any]
     pairs: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    usage_models: UsageModels | None = None
+    predicted_moves: tuple[PredictedMove, ...] = ()
 
     @property
     def actions_hash(self) -> str:
@@ -79,6 +85,19 @@ class PlanResult:
             "stateAfter": self.state_after,
             "pairs": list(self.pairs),
             "notes": list(self.notes),
+            "usageModels": self.usage_models.to_json() if self.usage_models is not None else None,
+            "predictedMoves": [
+                {
+                    "bundle": move.bundle,
+                    "source": move.source,
+                    "destination": move.destination,
+                    "sourceBefore": move.source_before,
+                    "sourceAfter": move.source_after,
+                    "destinationBefore": move.destination_before,
+                    "destinationAfter": move.destination_after,
+                }
+                for move in self.predicted_moves
+            ],
         }
 
 
@@ -136,12 +155,15 @@ def make_plan(
     namespace_bundle_counts: Mapping[str, int] | None = None,
     topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
     seed: int = 0,
+    usage_models: UsageModels | None = None,
 ) -> PlanResult:
     """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters)."""
     strategy = shedding_strategy(strategy_name)
     if now_millis is not None:
         load_data = remove_expired_recently_unloaded(load_data, now_millis, config.shedding_grace_period_millis)
-    outcome = strategy.run(load_data, config, strategy.load_state(state))
+    outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models)
+    predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
+    predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(random.Random(seed))
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
@@ -157,6 +179,12 @@ def make_plan(
             if unload.destination
             else f"{strategy.name}: shed from {unload.broker}; destination chosen by {placement}"
         )
+        move = predicted.get((unload.bundle, unload.broker))
+        if move is not None:
+            reason = (
+                f"{strategy.name}: predicted {move.source} {move.source_before:.1f} -> {move.source_after:.1f}, "
+                f"{move.destination} {move.destination_before:.1f} -> {move.destination_after:.1f}"
+            )
         actions.append(
             PlannedAction(
                 kind="unload",
@@ -172,7 +200,7 @@ def make_plan(
         actions.extend(_split_actions(load_data, config, namespace_bundle_counts, topics_by_bundle or {}))
     moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
     pairs: tuple[dict[str, Any], ...] = ()
-    if isinstance(outcome, AvgShedderOutcome):
+    if isinstance(outcome, AvgShedderOutcome | PredictiveOutcome):
         pairs = tuple(
             {
                 "underloaded": pair.underloaded,
@@ -190,9 +218,11 @@ def make_plan(
         cluster=cluster,
         strategy=strategy.name,
         actions=tuple(actions),
-        brokers=tuple(forecast(load_data, config, moves)),
+        brokers=tuple(forecast(load_data, config, moves, usage_models)),
         state_before=strategy.dump_state(strategy.load_state(state)),
         state_after=strategy.dump_state(outcome.state),
         pairs=pairs,
         notes=tuple(notes),
+        usage_models=usage_models,
+        predicted_moves=predicted_moves,
     )

@@ -9,16 +9,26 @@ from typing import Any
 from planner.config import PulsarConfig
 from planner.errors import InputError
 from planner.model import LoadData
-from planner.shedding import avg_shedder, overload_shedder, threshold_shedder, uniform_load_shedder
+from planner.shedding import (
+    avg_shedder,
+    avg_shedder_predictive,
+    overload_shedder,
+    threshold_shedder,
+    uniform_load_shedder,
+)
 from planner.shedding.outcome import SheddingOutcome
+from planner.usage_model import UsageModels
 
 
 @dataclass(frozen=True, slots=True)
 class SheddingStrategy:
     name: str
     java_class: str
-    find_bundles_for_unloading: Callable[[LoadData, PulsarConfig, Any], SheddingOutcome[Any]]
+    find_bundles_for_unloading: Callable[..., SheddingOutcome[Any]]
     state_from_json: Callable[[Mapping[str, Any]], Any] | None = None
+    # Offline planning modes of this product predict with the brokers' usage models; Pulsar's do not.
+    uses_usage_models: bool = False
+    in_pulsar: bool = True
 
     def initial_state(self) -> Any:
         return self.state_from_json({}) if self.state_from_json else None
@@ -37,9 +47,13 @@ class SheddingStrategy:
     def dump_state(self, state: Any) -> dict[str, Any]:
         return state.to_json() if state is not None else {"strategy": self.name}
 
-    def run(self, load_data: LoadData, config: PulsarConfig, state: Any) -> SheddingOutcome[Any]:
+    def run(
+        self, load_data: LoadData, config: PulsarConfig, state: Any, usage_models: UsageModels | None = None
+    ) -> SheddingOutcome[Any]:
         if self.name == avg_shedder.NAME and not config.pulsar_version.has_avg_shedder:
             raise InputError(f"AvgShedder does not exist in Pulsar {config.pulsar_version} (3.0.6, 3.2.4, 3.3.1, 4.x)")
+        if self.uses_usage_models:
+            return self.find_bundles_for_unloading(load_data, config, state, usage_models)
         return self.find_bundles_for_unloading(load_data, config, state)
 
 
@@ -60,6 +74,14 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         threshold_shedder.ThresholdShedderState.from_json,
     ),
     SheddingStrategy(overload_shedder.NAME, overload_shedder.JAVA_CLASS, overload_shedder.find_bundles_for_unloading),
+    SheddingStrategy(
+        avg_shedder_predictive.NAME,
+        avg_shedder_predictive.JAVA_CLASS,
+        avg_shedder_predictive.find_bundles_for_unloading,
+        avg_shedder_predictive.PredictiveState.from_json,
+        uses_usage_models=True,
+        in_pulsar=False,
+    ),
 )
 
 
