@@ -9,6 +9,11 @@ Averaging modes:
   (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N.
 - `window`: plain means over wall-clock windows ending at the plan time (short and long window).
 
+Usage models: each broker's CPU and NIC usage as background plus costs per msg/s and per byte/s,
+fitted on its load reports within the history window (`planner.usage_model`, grouped by cluster with
+`applyInPandas`; broker counts are small). Every plan's forecast predicts with them, and
+`AvgShedderPredictive` plans with them.
+
 Run with spark-submit:
   spark-submit spark_jobs/plan_job.py --samples DIR --input plan-input.json --output DIR
 or import `plan_clusters(spark, ...)`.
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,6 +72,9 @@ def parse_duration(text: str) -> timedelta:
 
 
 def spark_session(master: str = "local[*]", app_name: str = "pulsar-rebalance-plan") -> SparkSession:
+    # An in-process SparkContext starts its Python workers with $PYSPARK_PYTHON (else `python3` from PATH),
+    # not spark.pyspark.python: without it they may lack this interpreter's packages (numpy, pyarrow).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
@@ -115,6 +124,38 @@ def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -
             aggregations += [F.avg(F.when(inside, F.col(c))).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
             aggregations.append(F.count(F.when(inside, F.lit(1))).alias(f"{prefix}_samples"))
     return ranked.groupBy("cluster", "bundle").agg(*aggregations)
+
+
+_MODEL_COLUMNS = (
+    "cluster",
+    "broker",
+    "snapshot_id",
+    "cpu_usage",
+    "cpu_limit",
+    "bandwidth_in_usage",
+    "bandwidth_in_limit",
+    "bandwidth_out_usage",
+    "bandwidth_out_limit",
+    "msg_rate_in",
+    "msg_rate_out",
+    "msg_throughput_in",
+    "msg_throughput_out",
+)
+
+
+def usage_models(brokers: DataFrame) -> dict[str, dict[str, Any]]:
+    """Per cluster, the brokers' fitted usage models (JSON) from their rows of the `brokers` table."""
+
+    def fit(frame: Any) -> Any:
+        import pandas as pd
+
+        from planner.usage_model import fit_usage_models, histories_from_columns
+
+        models = fit_usage_models(histories_from_columns(frame))
+        return pd.DataFrame({"cluster": [str(frame["cluster"].iloc[0])], "models": [json.dumps(models.to_json())]})
+
+    fitted = brokers.select(*_MODEL_COLUMNS).groupBy("cluster").applyInPandas(fit, "cluster string, models string")
+    return {row["cluster"]: json.loads(row["models"]) for row in fitted.collect()}
 
 
 def _latest(frame: DataFrame) -> DataFrame:
@@ -168,6 +209,7 @@ def _plan_group(
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
     from planner.planning import make_plan
+    from planner.usage_model import UsageModels
 
     brokers: dict[str, dict[str, Any]] = {}
     stats: dict[str, dict[str, dict[str, Any]]] = {}
@@ -205,6 +247,7 @@ def _plan_group(
         include_splits=cluster_inputs.get("includeSplits", True),
         namespace_bundle_counts=cluster_inputs.get("namespaceBundleCounts"),
         seed=int(latest_snapshot or 0),
+        usage_models=UsageModels.from_json(cluster_inputs["usageModels"]) if "usageModels" in cluster_inputs else None,
     )
     result = {"plan": plan.to_json(), "snapshot": latest_snapshot}
     if emit_load_data:
@@ -227,12 +270,15 @@ def plan_clusters(
     """Plans for the clusters, keyed by cluster: `{"plan": ..., "snapshot": id[, "loadData": ...]}`.
 
     `inputs[cluster]` carries what the store knows: `state`, `settings` (Pulsar keys),
-    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`.
+    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`. The job adds `usageModels`,
+    fitted on the brokers' reports within `history`.
     """
     as_of = as_of or datetime.now(UTC)
-    inputs = dict(inputs or {})
     bundles = read_table(spark, samples, "bundles", clusters, as_of).where(F.col("taken_at") > F.lit(as_of - history))
     brokers = read_table(spark, samples, "brokers", clusters, as_of)
+    inputs = {cluster: dict(document) for cluster, document in (inputs or {}).items()}
+    for cluster, models in usage_models(brokers.where(F.col("taken_at") > F.lit(as_of - history))).items():
+        inputs.setdefault(cluster, {})["usageModels"] = models
     latest_brokers = _latest(brokers)
     latest_stats = bundles.join(latest_brokers.select("cluster", "latest_snapshot").distinct(), "cluster").where(
         F.col("snapshot_id") == F.col("latest_snapshot")

@@ -234,3 +234,95 @@ def test_a_concurrent_run_fails_cleanly_on_the_state_version(tmp_path):
     with store.session() as session:
         assert session.scalar(select(func.count()).select_from(Plan)) == 1
     assert commit_job_output  # the DAG's commit entry point exists alongside
+
+
+def costed_reports(index):
+    """Three 4-core brokers with the same costs, their own background and traffic that varies per
+    snapshot: `cool` carries little, `hot` a lot, and `late` joins at snapshot 20 with no traffic."""
+    rng = random.Random(index)
+    reports = {}
+    hardware = {
+        "cool:8080": (400.0, 0.01, 10.0, 500),
+        "hot:8080": (400.0, 0.01, 3.0, 1500),
+        "late:8080": (400.0, 0.01, 2.0, 0),
+    }
+    for name, (cores_percent, cpu_per_msg, background, rate) in hardware.items():
+        if name == "late:8080" and index < 20:
+            continue
+        count = 1 if name == "late:8080" else 6
+        names = [bundle(i, f"t/{name.split(':')[0]}") for i in range(count)]
+        stats = {
+            n: NamespaceBundleStats(
+                msg_rate_in=rng.uniform(0.6, 1.4) * rate,
+                msg_rate_out=0.0,
+                msg_throughput_in=0.0,
+                msg_throughput_out=0.0,
+                topics=2,
+            )
+            for n in names
+        }
+        stats = {
+            n: s.model_copy(update={"msg_rate_out": s.msg_rate_in, "msg_throughput_in": s.msg_rate_in * 1024})
+            for n, s in stats.items()
+        }
+        rate_in = sum(s.msg_rate_in for s in stats.values())
+        cpu_percent = background + 2 * rate_in * cpu_per_msg * 100 / cores_percent
+        reports[name] = broker(
+            cpu=(cpu_percent * cores_percent / 100, cores_percent),
+            bandwidth_in=(rate_in * 1024 * 8 / 1024, 10_000_000),
+            rate_in=rate_in,
+            rate_out=rate_in,
+            throughput_in=rate_in * 1024,
+            bundles=stats,
+            last_stats=stats,
+        )
+    return reports
+
+
+def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spark, tmp_path):
+    from planner.samples import read_samples
+    from planner.usage_model import UsageModels, fit_usage_models, histories_from_columns
+
+    write_history(tmp_path, "fit", 30, costed_reports)
+    state = {"strategy": "AvgShedderPredictive", "highHitCount": {"hot:8080": 1, "late:8080": 1}, "lowHitCount": {}}
+    results = plan_clusters(
+        spark,
+        samples_root(tmp_path),
+        ["fit"],
+        "AvgShedderPredictive",
+        as_of=T0 + timedelta(hours=1),
+        inputs={"fit": {"state": state}},
+    )
+    plan = results["fit"]["plan"]
+    got = UsageModels.from_json(plan["usageModels"])
+    expected = fit_usage_models(histories_from_columns(read_samples(tmp_path, "brokers", "fit").to_pydict()))
+    assert set(got.brokers) == set(expected.brokers) == {"cool:8080", "hot:8080", "late:8080"}
+    for broker_id, fits in expected.brokers.items():
+        assert set(got.brokers[broker_id]) == set(fits)
+        for resource, fit in fits.items():
+            mine = got.brokers[broker_id][resource]
+            assert mine.source == fit.source and mine.samples == fit.samples, (broker_id, resource)
+            for field in ("intercept", "per_msg", "per_byte", "r_squared"):
+                assert getattr(mine, field) == pytest.approx(getattr(fit, field), rel=1e-9, abs=1e-12)
+    # The brokers with varied traffic get their own CPU costs and background;
+    # `late` has 10 samples at no traffic and falls back to the cluster's costs with its own background.
+    for broker_id, background in (("cool:8080", 10.0), ("hot:8080", 3.0)):
+        fit = got.brokers[broker_id]["cpu"]
+        assert fit.source == "broker" and fit.samples == 30 and fit.r_squared > 0.999
+        assert fit.intercept == pytest.approx(background, abs=1e-3)
+        # 1,000 msg/s in and out (1 KiB in per message): 2,000 msg/s x 0.01 % of a core each / 4 cores = 5 %.
+        assert fit.per_msg * 2000 + fit.per_byte * 2000 * 512 == pytest.approx(5.0, rel=1e-3)
+    late = got.brokers["late:8080"]["cpu"]
+    assert late.source == "cluster" and late.intercept == pytest.approx(2.0, abs=1e-6)
+
+    # The predictive plan fired (the primed high hit) and moved from the hot broker to the idle one.
+    assert plan["strategy"] == "AvgShedderPredictive"
+    unloads = [a for a in plan["actions"] if a["kind"] == "unload"]
+    assert unloads and {(a["source"], a["destination"]) for a in unloads} == {("hot:8080", "late:8080")}
+    by_broker = {b["broker"]: b for b in plan["brokers"]}
+    assert set(by_broker) == {"cool:8080", "hot:8080", "late:8080"}
+    assert by_broker["hot:8080"]["scoreAfter"] < by_broker["hot:8080"]["scoreBefore"]
+    assert by_broker["late:8080"]["scoreAfter"] > by_broker["late:8080"]["scoreBefore"]
+    assert abs(by_broker["hot:8080"]["scoreAfter"] - by_broker["late:8080"]["scoreAfter"]) <= 5
+    assert plan["stateAfter"]["strategy"] == "AvgShedderPredictive"
+    assert len(plan["predictedMoves"]) == len(unloads)
