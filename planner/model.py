@@ -8,12 +8,13 @@ NaN/inf, malformed bundle names and reversed ranges are rejected with the field'
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import pydantic_core
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic.alias_generators import to_camel
 
@@ -27,7 +28,13 @@ NUM_LONG_SAMPLES = 1000
 DEFAULT_MESSAGE_RATE = 50.0
 DEFAULT_MESSAGE_THROUGHPUT = 50000.0
 
-MAX_JSON_BYTES = 512 * 1024 * 1024
+# Input limits. A LoadData of 10,000 brokers with 100,000 bundles is about 100 MiB of JSON.
+DEFAULT_MAX_JSON_BYTES = 256 * 1024 * 1024
+MAX_JSON_BYTES_ENV = "PULSAR_REBALANCE_MAX_JSON_BYTES"
+# Fixed by pydantic's JSON parser (jiter: 200 levels below the outermost value); Pulsar's documents nest
+# at most 6 levels.
+MAX_JSON_DEPTH = 201
+_PARSER_DEPTH_MESSAGE = "recursion limit exceeded"
 
 _BROKER_ID_PATTERN = re.compile(r"\S+:\d{1,5}")
 
@@ -199,7 +206,7 @@ def format_validation_error(error: ValidationError, what: str) -> str:
             path += f".{part}" if path else str(part)
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "json_invalid":
-        return f"invalid {what}: malformed JSON: {message.removeprefix('Invalid JSON: ')}"
+        return _malformed_json_message(message.removeprefix("Invalid JSON: "), what)
     if first["type"] not in {"missing", "value_error"} and "input" in first:
         message += f" (got {_short_repr(first['input'])})"
     more = error.error_count() - 1
@@ -212,28 +219,52 @@ def _short_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _check_size(text: str | bytes, what: str) -> None:
-    if len(text) > MAX_JSON_BYTES:
-        raise InputError(f"invalid {what}: document larger than {MAX_JSON_BYTES} bytes")
-
-
-def parse_json_document(text: str | bytes, what: str) -> Any:
-    """Parse a small JSON document (state files) with a size limit and a clear error for deep nesting."""
-    _check_size(text, what)
+def max_json_bytes(default: int = DEFAULT_MAX_JSON_BYTES) -> int:
+    """The size limit of JSON documents read from files: `PULSAR_REBALANCE_MAX_JSON_BYTES`, else `default`."""
+    configured = os.environ.get(MAX_JSON_BYTES_ENV)
+    if configured is None:
+        return default
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
+        limit = int(configured)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise InputError(f"invalid {MAX_JSON_BYTES_ENV} {configured!r}: expected a positive number of bytes")
+    return limit
+
+
+def _check_size(text: str | bytes, what: str, max_bytes: int | None) -> None:
+    limit = max_json_bytes() if max_bytes is None else max_bytes
+    # A str is measured in characters: at most a quarter of its UTF-8 size, close enough for a guard.
+    if len(text) > limit:
         raise InputError(
-            f"invalid {what}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from None
-    except (RecursionError, UnicodeDecodeError) as error:
-        reason = "nested too deeply" if isinstance(error, RecursionError) else "not UTF-8"
-        raise InputError(f"invalid {what}: JSON {reason}") from None
+            f"invalid {what}: document of {len(text)} bytes is larger than the limit of {limit} bytes "
+            f"({MAX_JSON_BYTES_ENV})"
+        )
 
 
-def _validate_json(model: type[RecordT], text: str | bytes, what: str) -> RecordT:
-    """Parse and validate in one pass (pydantic's JSON parser also bounds nesting depth)."""
-    _check_size(text, what)
+def _malformed_json_message(parser_message: str, what: str) -> str:
+    if parser_message.startswith(_PARSER_DEPTH_MESSAGE):
+        return f"invalid {what}: JSON nested deeper than the limit of {MAX_JSON_DEPTH} levels ({parser_message})"
+    return f"invalid {what}: malformed JSON: {parser_message}"
+
+
+def parse_json_document(text: str | bytes, what: str, *, max_bytes: int | None = None) -> Any:
+    """Parse a JSON document (state files, admin API answers) within the size and nesting limits.
+
+    pydantic's parser (the one `model_validate_json` uses) bounds the nesting depth without
+    recursing in Python, so every JSON input of the planner is refused the same way.
+    """
+    _check_size(text, what, max_bytes)
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError as error:
+        raise InputError(_malformed_json_message(str(error), what)) from None
+
+
+def _validate_json(model: type[RecordT], text: str | bytes, what: str, max_bytes: int | None) -> RecordT:
+    """Parse and validate in one pass, within the same limits as `parse_json_document`."""
+    _check_size(text, what, max_bytes)
     try:
         return model.model_validate_json(text)
     except ValidationError as error:
@@ -248,18 +279,27 @@ def load_data_from_mapping(document: Mapping[str, Any]) -> LoadData:
         raise InputError(format_validation_error(error, "LoadData")) from None
 
 
-def load_data_from_json(text: str | bytes) -> LoadData:
-    return _validate_json(LoadData, text, "LoadData")
+def load_data_from_json(text: str | bytes, *, max_bytes: int | None = None) -> LoadData:
+    return _validate_json(LoadData, text, "LoadData", max_bytes)
 
 
-def read_load_data(path: Path) -> LoadData:
+def read_json_file(path: Path, what: str, *, max_bytes: int | None = None) -> bytes:
+    """A JSON file's bytes, refused before reading when it is larger than the limit."""
+    limit = max_json_bytes() if max_bytes is None else max_bytes
     try:
-        text = path.read_bytes()
+        with path.open("rb") as handle:
+            # Read one byte past the limit so an oversized file is refused without loading all of it.
+            text = handle.read(limit + 1)
     except OSError as error:
-        raise InputError(f"cannot read LoadData file {str(path)!r}: {error.strerror}") from None
-    return load_data_from_json(text)
+        raise InputError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+    _check_size(text, what, limit)
+    return text
 
 
-def local_broker_data_from_json(text: str | bytes, broker_id: str) -> LocalBrokerData:
+def read_load_data(path: Path, *, max_bytes: int | None = None) -> LoadData:
+    return load_data_from_json(read_json_file(path, "LoadData file", max_bytes=max_bytes), max_bytes=max_bytes)
+
+
+def local_broker_data_from_json(text: str | bytes, broker_id: str, *, max_bytes: int | None = None) -> LocalBrokerData:
     """Parse one broker's load report; errors name the broker."""
-    return _validate_json(LocalBrokerData, text, f"load report of broker {broker_id}")
+    return _validate_json(LocalBrokerData, text, f"load report of broker {broker_id}", max_bytes)
