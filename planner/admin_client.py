@@ -3,13 +3,17 @@
 Timeouts on every call; bounded retries with backoff (urllib3 `Retry`) on connection errors, and on
 5xx for reads only, because a split or unload that reached the broker must not be sent twice; 307
 redirects followed with the same method and body, keeping credentials inside the cluster; token or
-basic auth; TLS verified by default. Errors name the broker, endpoint and status, never the token.
+basic auth; TLS verified by default (the system's CAs, or `ca_file`). Response bodies are read up to
+`max_response_bytes` and parsed within the planner's JSON nesting limit, so a broken or hostile
+endpoint cannot exhaust memory or the stack. Errors name the broker, endpoint and status, never the token.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
+from base64 import b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from planner.errors import InputError
+from planner.model import parse_json_document
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +37,9 @@ DEFAULT_TIMEOUT = (5.0, 30.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 3
 DEFAULT_MAX_REDIRECTS = 5
 DEFAULT_CONCURRENCY = 64
+# The largest answers are per-broker topic stats: about 2 KiB per topic, so this allows ~60,000 topics.
+DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
+_READ_CHUNK_BYTES = 64 * 1024
 
 
 class AdminError(Exception):
@@ -85,11 +93,34 @@ class AdminAuth:
         return None
 
     def secrets(self) -> list[str]:
-        return [secret for secret in (self.token, self.password) if secret]
+        """Every form of the credentials that could come back in an answer (the Basic header is base64)."""
+        found = [secret for secret in (self.token, self.password) if secret]
+        if self.username is not None and self.password:
+            found.append(b64encode(f"{self.username}:{self.password}".encode()).decode())
+        return found
+
+    def redact(self, text: str) -> str:
+        """`text` with the credentials masked (a proxy or broker may echo request headers in an error)."""
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
 
     def __repr__(self) -> str:
         kind = "token" if self.token else "basic" if self.username is not None else "none"
         return f"AdminAuth({kind}, ***)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A response whose body has been read within the size limit."""
+
+    status: int
+    broker: str  # host:port that answered (after redirects)
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
 
 
 def broker_url(broker_id: str, scheme: str) -> str:
@@ -112,6 +143,7 @@ class PulsarAdminClient:
         backoff_factor: float = 0.2,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
         concurrency: int = DEFAULT_CONCURRENCY,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         parts = urlsplit(admin_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc:
@@ -120,11 +152,14 @@ class PulsarAdminClient:
         self.scheme = parts.scheme
         self.timeout = timeout
         self.concurrency = concurrency
+        self.max_response_bytes = max_response_bytes
+        # Passed on every request too: requests lets REQUESTS_CA_BUNDLE override a session's CA file.
+        self._verify: str | bool = ca_file if ca_file else verify_tls
         self._auth = auth or AdminAuth()
         self._session = _ClusterSession()
         self._session.max_redirects = max_redirects
         self._session.auth = self._auth.requests_auth()
-        self._session.verify = ca_file if ca_file else verify_tls
+        self._session.verify = self._verify
         self._session.headers["Accept"] = "application/json"
         retry = Retry(
             total=retries,
@@ -160,41 +195,63 @@ class PulsarAdminClient:
         base: str | None = None,
         params: Mapping[str, str] | None = None,
         body: object = None,
-    ) -> requests.Response:
+    ) -> _Answer:
         base = base or self.admin_url
         broker = urlsplit(base).netloc
         try:
-            response = self._session.request(
+            with self._session.request(
                 method,
                 base + path,
                 params=params,
                 data=json.dumps(body) if body is not None else None,
                 headers={"Content-Type": "application/json"} if body is not None else None,
                 timeout=self.timeout,
-            )
+                verify=self._verify,
+                stream=True,
+            ) as response:
+                answer = _Answer(
+                    response.status_code,
+                    urlsplit(response.url).netloc or broker,
+                    self._read_body(response, method, path),
+                )
         except requests.TooManyRedirects:
             raise AdminError(broker, method, path, f"more than {self._session.max_redirects} redirects") from None
         except requests.RequestException as error:
             raise AdminError(broker, method, path, _transport_reason(error)) from None
-        if response.status_code >= 400:
-            raise AdminError(
-                urlsplit(response.url).netloc or broker,
-                method,
-                path,
-                _error_reason(response),
-                response.status_code,
-            )
-        return response
+        if answer.status >= 400:
+            reason = _error_reason(answer, response.reason, self._auth)
+            raise AdminError(answer.broker, method, path, reason, answer.status)
+        return answer
+
+    def _read_body(self, response: requests.Response, method: str, path: str) -> bytes:
+        """The body, refused once it exceeds `max_response_bytes` (decompressed, so gzip bombs count in full)."""
+        limit = self.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        too_large = AdminError(
+            urlsplit(response.url).netloc,
+            method,
+            path,
+            f"response body larger than the limit of {limit} bytes (max_response_bytes)",
+            response.status_code,
+        )
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
+        body = bytearray()
+        for chunk in response.iter_content(_READ_CHUNK_BYTES):
+            body += chunk
+            if len(body) > limit:
+                raise too_large
+        return bytes(body)
 
     def _get_json(self, path: str, *, base: str | None = None, params: Mapping[str, str] | None = None) -> Any:
-        response = self._request("GET", path, base=base, params=params)
-        return _json_of(response, "GET", path)
+        answer = self._request("GET", path, base=base, params=params)
+        return _json_of(answer, "GET", path, self.max_response_bytes)
 
     def get_text(self, path: str, *, base: str | None = None) -> str:
         """The raw body of a GET (archived as collected, for audit and replay)."""
-        response = self._request("GET", path, base=base)
-        _json_of(response, "GET", path)  # refuse malformed JSON with a clear error
-        return response.text
+        answer = self._request("GET", path, base=base)
+        _json_of(answer, "GET", path, self.max_response_bytes)  # refuse malformed JSON with a clear error
+        return answer.text
 
     def map_concurrently(self, keys: Sequence[str], call: Callable[[str], T]) -> dict[str, T | AdminError]:
         """Run `call(key)` for every key (broker, namespace) concurrently; failures come back as AdminError."""
@@ -302,21 +359,48 @@ def _topic_path(topic: str) -> str:
     return f"{domain}/{quote(tenant, safe='')}/{quote(namespace, safe='')}/{quote(local_name, safe='')}"
 
 
-def _json_of(response: requests.Response, method: str, path: str) -> Any:
+def _json_of(answer: _Answer, method: str, path: str, max_bytes: int) -> Any:
     try:
-        return response.json()
-    except ValueError:
-        broker = urlsplit(response.url).netloc
-        raise AdminError(broker, method, path, "malformed JSON in the response", response.status_code) from None
+        return parse_json_document(answer.body, "response", max_bytes=max_bytes)
+    except InputError as error:
+        reason = str(error).removeprefix("invalid response: ")
+        raise AdminError(answer.broker, method, path, reason, answer.status) from None
 
 
-def _error_reason(response: requests.Response) -> str:
+def _error_reason(answer: _Answer, http_reason: str | None, auth: AdminAuth) -> str:
     try:
-        reason = response.json().get("reason")
-    except (ValueError, AttributeError):
+        document = parse_json_document(answer.body, "error response", max_bytes=len(answer.body))
+        reason = document.get("reason") if isinstance(document, dict) else None
+    except InputError:
         reason = None
-    text = str(reason) if reason else (response.text or response.reason or "")
-    return text.strip().replace("\n", " ")[:300]
+    text = str(reason) if reason else (answer.text or http_reason or "")
+    # Masked before shortening, so no prefix of a secret survives the cut.
+    return auth.redact(text).strip().replace("\n", " ")[:300]
+
+
+def _innermost_ssl_error(error: BaseException) -> ssl.SSLError | None:
+    """The `ssl` error under requests' and urllib3's wrappers (MaxRetryError, SSLError), if any."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ssl.SSLError):
+            return current
+        linked = [getattr(current, "reason", None), current.__cause__, current.__context__, *current.args]
+        pending.extend(item for item in linked if isinstance(item, BaseException))
+    return None
+
+
+def _tls_reason(error: requests.exceptions.SSLError) -> str:
+    cause = _innermost_ssl_error(error)
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        detail = cause.verify_message or cause.reason or "certificate not trusted"
+        return f"TLS verification failed ({detail}); set ca_file to the CA that signed the broker's certificate"
+    detail = getattr(cause, "reason", None) or type(cause or error).__name__
+    return f"TLS handshake failed ({detail})"
 
 
 def _transport_reason(error: requests.RequestException) -> str:
@@ -327,7 +411,7 @@ def _transport_reason(error: requests.RequestException) -> str:
     if isinstance(error, requests.Timeout) or isinstance(last, TimeoutError | urllib3.exceptions.TimeoutError):
         return "timed out, retries exhausted" if isinstance(cause, MaxRetryError) else "timed out"
     if isinstance(error, requests.exceptions.SSLError):
-        return "TLS verification failed"
+        return _tls_reason(error)
     if isinstance(error, requests.ConnectionError):
         return f"connection failed ({kind})"
     return kind

@@ -9,6 +9,7 @@ a file that holds the token or password.
     admin_url = "https://pulsar-east.example:8443"
     token_env = "PULSAR_EAST_TOKEN"        # or token_file = "/run/secrets/pulsar-east"
     ca_file = "/etc/ssl/pulsar-ca.pem"     # TLS is verified unless verify_tls = false
+    max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
 
 Inside Airflow, Connections provide the same fields (wired by the DAGs).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from planner.admin_client import AdminAuth, PulsarAdminClient
+from planner.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient
 from planner.errors import InputError
 from planner.model import format_validation_error
 from planner.paths import planner_home
@@ -38,6 +39,7 @@ class ClusterSettings(BaseModel):
     password_env: str | None = None
     ca_file: Path | None = None
     verify_tls: bool = True
+    max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
     # Direct secrets are accepted for programmatic use (Airflow Connections), never logged or printed.
     token: SecretStr | None = None
     password: SecretStr | None = None
@@ -75,6 +77,7 @@ class ClusterSettings(BaseModel):
             auth=self.auth(),
             ca_file=str(self.ca_file) if self.ca_file else None,
             verify_tls=self.verify_tls,
+            max_response_bytes=self.max_response_bytes,
         )
 
 
