@@ -10,6 +10,8 @@ Each minute, in this order:
 4. the policy: an in-broker shedding cycle (§1.5) on the leader's view with Pulsar's placement
    (§1.6, `planner.placement.pipeline`), or, at its cadence, one of this product's offline plans
    (`planner.planning.make_plan` on freshly collected reports), approved at once and executed.
+   Offline policies also collect every broker's report every 5 minutes, as the collect DAG does:
+   the history each plan fits the brokers' usage models on (`planner.usage_model`).
 
 A moved bundle serves its traffic from the destination from the next minute on.
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.broker_score import broker_usage
+from planner.broker_score import broker_usage, percent_usage
 from planner.config import MIB, PulsarConfig
 from planner.errors import InputError
 from planner.model import LoadData, LocalBrokerData
@@ -32,17 +34,23 @@ from planner.placement.pipeline import PlacementSession, select_broker
 from planner.planning import make_plan
 from planner.shedding import avg_shedder
 from planner.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
+from planner.shedding.avg_shedder_predictive import PredictedMove
 from planner.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
-from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
+from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics, spreads
+from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import Scenario, World, build_world
 from planner.simulator.traffic import Minute, Traffic
+from planner.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 
 # 2026-01-01T00:00:00Z: a fixed clock, so recently-unloaded timestamps and results are reproducible.
 EPOCH_MILLIS = 1_767_225_600_000
 MINUTE_MILLIS = 60_000
 KBIT_PER_BYTE = 8 / 1024
 OFFLINE_PREFIX = "offline:"
+# The collect DAG's schedule, and how much of the collected history a plan fits usage models on.
+COLLECT_MINUTES = 5
+HISTORY_MINUTES = 24 * 60
 
 _PLACEMENTS = {
     least_long_term_message_rate.NAME: least_long_term_message_rate.JAVA_CLASS,
@@ -63,6 +71,7 @@ DEFAULT_POLICIES = (
     "AvgShedder",
     "offline:AvgShedder",
     "offline:UniformLoadShedder",
+    "offline:AvgShedderPredictive",
 )
 
 
@@ -107,6 +116,8 @@ def parse_policy(text: str) -> Policy:
         return Policy(f"{OFFLINE_PREFIX}{strategy.name}{suffix}", strategy, True, cadence_minutes=cadence)
     body, _, placement = text.partition("+")
     strategy = shedding_strategy(body)
+    if not strategy.in_pulsar:
+        raise InputError(f"invalid policy {text!r}: {strategy.name} is an offline plan; use offline:{strategy.name}")
     if placement:
         placement = placement.rsplit(".", 1)[-1]
         if placement not in _PLACEMENTS:
@@ -120,7 +131,17 @@ def parse_policy(text: str) -> Policy:
 
 
 def known_policies() -> list[str]:
-    return [s.name for s in STRATEGIES] + [OFFLINE_PREFIX + s.name for s in STRATEGIES]
+    return [s.name for s in STRATEGIES if s.in_pulsar] + [OFFLINE_PREFIX + s.name for s in STRATEGIES]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """An executed offline plan that moved bundles, with what it predicted."""
+
+    minute: int
+    moves: int
+    predicted_scores: Mapping[str, float]  # every broker's predicted score after the plan
+    predicted_moves: tuple[PredictedMove, ...]  # the strategy's per-move predictions, if it makes them
 
 
 @dataclass(frozen=True)
@@ -135,6 +156,7 @@ class RunResult:
     moves: tuple[MoveRecord, ...]
     rounds: tuple[RoundRecord, ...]
     metrics: Metrics
+    plans: tuple[PlanRecord, ...] = ()
 
 
 @dataclass
@@ -144,6 +166,7 @@ class _Live:
     usage: float  # weighted max usage (fraction), as the strategies compute it
     msg_rate: float
     throughput: float
+    totals: list[float]  # msgRateIn, msgRateOut, msgThroughputIn, msgThroughputOut
     rows: np.ndarray
     stats: np.ndarray
     topics: np.ndarray
@@ -227,6 +250,10 @@ class Simulation:
         self.moves: list[MoveRecord] = []
         self.orphaned_from: dict[int, int] = {}
         self.rounds: list[RoundRecord] = []
+        self.plans: list[PlanRecord] = []
+        self.history: dict[str, list[list[float]]] = {}
+        # Live scores and each live broker's bundle points just before the first round that moved bundles.
+        self._first_round_before: tuple[list[float], list[list[float]]] | None = None
         self._last_traffic: Minute | None = None
         self._elect()
 
@@ -358,6 +385,7 @@ class Simulation:
                 usage=broker_usage(report, self.config),
                 msg_rate=totals[0] + totals[1],
                 throughput=totals[2] + totals[3],
+                totals=totals,
                 rows=rows,
                 stats=row_stats,
                 topics=bundles.topics[rows],
@@ -394,6 +422,76 @@ class Simulation:
         for b, entry in live.items():
             self.scores[row, b] = entry.usage * 100
 
+    def _collect(self, minute: int, live: Mapping[int, _Live]) -> None:
+        """One collection of every live broker's report: traffic and resource usage (percent)."""
+        for b, entry in sorted(live.items()):
+            report = entry.usage_report
+            usage = [percent_usage(report.cpu), percent_usage(report.bandwidth_in), percent_usage(report.bandwidth_out)]
+            self.history.setdefault(self.ids[b], []).append([minute, *entry.totals, *usage])
+        oldest = minute - HISTORY_MINUTES
+        for samples in self.history.values():
+            while samples and samples[0][0] <= oldest:
+                samples.pop(0)
+
+    def _usage_models(self) -> UsageModels:
+        histories = {}
+        for broker_id, samples in sorted(self.history.items()):
+            if not samples:
+                continue
+            columns = np.array(samples, dtype=float)
+            histories[broker_id] = BrokerHistory(
+                msg_rate_in=columns[:, 1],
+                msg_rate_out=columns[:, 2],
+                throughput_in=columns[:, 3],
+                throughput_out=columns[:, 4],
+                usage={resource: columns[:, 5 + index] for index, resource in enumerate(RESOURCES)},
+            )
+        return fit_usage_models(histories)
+
+    def _capture_before_round(self, minute: int) -> None:
+        """Until the first round with moves: the live scores and bundle points it starts from.
+
+        A bundle's points are the CPU it costs its owner (cores and costs of the owner's hardware), the
+        figure the lower bound on moves works with.
+        """
+        if self.rounds or self._last_traffic is None:
+            return
+        brokers, stats = self.world.brokers, self._last_traffic.stats
+        live = [b for b in range(len(self.ids)) if not np.isnan(self.scores[minute, b])]
+        owned = self.owner >= 0
+        owner = self.owner[owned]
+        messages = stats[owned, 0] + stats[owned, 1]
+        volume = stats[owned, 2] + stats[owned, 3]
+        cost = messages * brokers.cpu_per_msg[owner] + volume / MIB * brokers.cpu_per_mib[owner]
+        points = cost / brokers.cores[owner]
+        self._first_round_before = (
+            [float(self.scores[minute, b]) for b in live],
+            [points[owner == b].tolist() for b in live],
+        )
+
+    def _prediction_error(self) -> float | None:
+        """The largest |measured - predicted| score the minute after an executed plan, over all plans."""
+        column = {broker_id: b for b, broker_id in enumerate(self.ids)}
+        errors = [
+            abs(float(self.scores[plan.minute + 1, column[broker_id]]) - predicted)
+            for plan in self.plans
+            for broker_id, predicted in plan.predicted_scores.items()
+            if not np.isnan(self.scores[plan.minute + 1, column[broker_id]])
+        ]
+        return max(errors) if errors else None
+
+    def _first_round_lower_bound(self) -> int | None:
+        """The bound assumes a bundle costs the same points on every broker: only for identical hardware."""
+        if not self.rounds or self._first_round_before is None:
+            return None
+        brokers = self.world.brokers
+        hardware = np.column_stack([brokers.cores, brokers.cpu_per_msg, brokers.cpu_per_mib, brokers.nic_gbps])
+        if len(np.unique(hardware, axis=0)) > 1:
+            return None
+        spread = spreads(self.scores)[min(self.rounds[0].minute + 1, len(self.scores) - 1)]
+        scores, points = self._first_round_before
+        return fewest_moves_lower_bound(scores, points, float(spread))
+
     def step(self, minute: int) -> None:
         now_millis = EPOCH_MILLIS + minute * MINUTE_MILLIS
         self._apply_events(minute)
@@ -405,8 +503,11 @@ class Simulation:
         spiking_owners = self.owner[traffic.spiking & (self.owner >= 0)]
         self.last_spike[np.unique(spiking_owners)] = minute
         self._write_reports(live, minute)
+        if self.policy.offline and minute % COLLECT_MINUTES == 0:
+            self._collect(minute, live)
         if self.leader is None or len(live) <= 1 or minute % self.cadence != 0:
             return
+        self._capture_before_round(minute)
         if self.policy.offline:
             self._offline_plan(minute, now_millis, live)
         elif self.written:
@@ -427,6 +528,8 @@ class Simulation:
             target_spread=self.target_spread,
             threshold=float(self.config.broker_threshold_shedder_percentage),
             broker_ids=self.ids,
+            moves_lower_bound=self._first_round_lower_bound(),
+            prediction_error=self._prediction_error(),
         )
         return RunResult(
             scenario=scenario.name,
@@ -439,6 +542,7 @@ class Simulation:
             moves=tuple(self.moves),
             rounds=tuple(self.rounds),
             metrics=metrics,
+            plans=tuple(self.plans),
         )
 
     # --- policies -------------------------------------------------------------------------------
@@ -490,6 +594,7 @@ class Simulation:
             now_millis=now_millis,
             include_splits=False,
             seed=self.seed * 100_003 + minute,
+            usage_models=self._usage_models(),
         )
         self.offline_state = plan.state_after
         grace = self.plan_config.shedding_grace_period_millis
@@ -511,6 +616,14 @@ class Simulation:
             destinations.append(action.destination)
         if sources:
             self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
+            self.plans.append(
+                PlanRecord(
+                    minute=minute,
+                    moves=len(sources),
+                    predicted_scores={broker.broker: broker.score_after for broker in plan.brokers},
+                    predicted_moves=plan.predicted_moves,
+                )
+            )
 
 
 def _percent_change(old: float, new: float) -> float:

@@ -58,6 +58,14 @@ class Metrics:
     peak_score: float
     final_spread: float
     rounds: int
+    # The first round that moved bundles: the spread the minute after, its moves, and the fewest moves any
+    # plan needs for that spread from the same start (`move_bound`); None without such a round.
+    spread_after_first_plan: float | None = None
+    moves_first_plan: int | None = None
+    moves_lower_bound: int | None = None
+    # Offline plans: the largest gap between a broker's predicted score after a plan and its measured score
+    # the minute after the plan was executed, over all executed plans.
+    prediction_error: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +80,12 @@ class Metrics:
             "disconnections": self.disconnections,
             "forcedMoves": self.forced_moves,
             "rounds": self.rounds,
+            "spreadAfterFirstPlan": (
+                round(self.spread_after_first_plan, 2) if self.spread_after_first_plan is not None else None
+            ),
+            "movesFirstPlan": self.moves_first_plan,
+            "movesLowerBound": self.moves_lower_bound,
+            "predictionError": round(self.prediction_error, 2) if self.prediction_error is not None else None,
         }
 
 
@@ -93,6 +107,8 @@ def compute_metrics(
     target_spread: float,
     threshold: float,
     broker_ids: Sequence[str],
+    moves_lower_bound: int | None = None,
+    prediction_error: float | None = None,
 ) -> Metrics:
     """`scores[t]` is the live score of each broker at minute t (NaN while down); row t + 1 is what a
     round at minute t ended with."""
@@ -122,6 +138,7 @@ def compute_metrics(
                 over_placement += 1
 
     policy_moves = [move for move in moves if not move.forced]
+    first = rounds[0] if rounds else None
     return Metrics(
         minutes_to_balance=balanced_from,
         plans_to_balance=plans,
@@ -134,4 +151,8 @@ def compute_metrics(
         peak_score=float(np.nanmax(scores)) if np.any(~np.isnan(scores)) else 0.0,
         final_spread=float(spread[-1]),
         rounds=len(rounds),
+        spread_after_first_plan=float(spread[min(first.minute + 1, len(spread) - 1)]) if first else None,
+        moves_first_plan=len(first.sources) if first else None,
+        moves_lower_bound=moves_lower_bound,
+        prediction_error=prediction_error,
     )

@@ -149,6 +149,7 @@ _EVALUATION_ORDER = (
     "spike",
     "spike-large",
     "heterogeneous",
+    "heterogeneous-hot-fast",
     "scale-out",
     "rolling-restart",
 )
