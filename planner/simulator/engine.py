@@ -37,7 +37,7 @@ from planner.shedding.avg_shedder import AvgShedderPlacementState, placement_sta
 from planner.shedding.avg_shedder_predictive import PredictedMove
 from planner.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
-from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics, spreads
+from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import Scenario, World, build_world
 from planner.simulator.traffic import Minute, Traffic
@@ -252,8 +252,8 @@ class Simulation:
         self.rounds: list[RoundRecord] = []
         self.plans: list[PlanRecord] = []
         self.history: dict[str, list[list[float]]] = {}
-        # Live scores and each live broker's bundle points just before the first round that moved bundles.
-        self._first_round_before: tuple[list[float], list[list[float]]] | None = None
+        # Live scores, and every bundle's owner and points, just before the first round that moved bundles.
+        self._first_round_before: tuple[dict[str, float], dict[str, tuple[str, float]]] | None = None
         self._last_traffic: Minute | None = None
         self._elect()
 
@@ -458,15 +458,18 @@ class Simulation:
             return
         brokers, stats = self.world.brokers, self._last_traffic.stats
         live = [b for b in range(len(self.ids)) if not np.isnan(self.scores[minute, b])]
-        owned = self.owner >= 0
-        owner = self.owner[owned]
-        messages = stats[owned, 0] + stats[owned, 1]
-        volume = stats[owned, 2] + stats[owned, 3]
+        rows = np.flatnonzero(self.owner >= 0)
+        owner = self.owner[rows]
+        messages = stats[rows, 0] + stats[rows, 1]
+        volume = stats[rows, 2] + stats[rows, 3]
         cost = messages * brokers.cpu_per_msg[owner] + volume / MIB * brokers.cpu_per_mib[owner]
         points = cost / brokers.cores[owner]
         self._first_round_before = (
-            [float(self.scores[minute, b]) for b in live],
-            [points[owner == b].tolist() for b in live],
+            {self.ids[b]: float(self.scores[minute, b]) for b in live},
+            {
+                self.names[row]: (self.ids[b], value)
+                for row, b, value in zip(rows.tolist(), owner.tolist(), points.tolist(), strict=True)
+            },
         )
 
     def _prediction_error(self) -> float | None:
@@ -481,16 +484,30 @@ class Simulation:
         return max(errors) if errors else None
 
     def _first_round_lower_bound(self) -> int | None:
-        """The bound assumes a bundle costs the same points on every broker: only for identical hardware."""
+        """The fewest moves that reach the spread the first round's own moves give on the load of that minute.
+
+        Judged on that minute's load, not the next minute's measurement, so that traffic drift cannot make
+        the round look better than any plan could be: its moves are one of the plans the bound ranges over.
+        The bound assumes a bundle costs the same points on every broker: only for identical hardware.
+        """
         if not self.rounds or self._first_round_before is None:
             return None
         brokers = self.world.brokers
         hardware = np.column_stack([brokers.cores, brokers.cpu_per_msg, brokers.cpu_per_mib, brokers.nic_gbps])
         if len(np.unique(hardware, axis=0)) > 1:
             return None
-        spread = spreads(self.scores)[min(self.rounds[0].minute + 1, len(self.scores) - 1)]
-        scores, points = self._first_round_before
-        return fewest_moves_lower_bound(scores, points, float(spread))
+        scores, bundles = self._first_round_before
+        after = dict(scores)
+        first = self.rounds[0].minute
+        for move in self.moves:
+            if move.minute == first and not move.forced and move.bundle in bundles:
+                source, points = bundles[move.bundle]
+                after[source] -= points
+                after[move.destination] += points
+        order = sorted(scores)
+        owned = {broker_id: [p for b, p in bundles.values() if b == broker_id] for broker_id in order}
+        spread = max(after.values()) - min(after.values())
+        return fewest_moves_lower_bound([scores[b] for b in order], [owned[b] for b in order], spread)
 
     def step(self, minute: int) -> None:
         now_millis = EPOCH_MILLIS + minute * MINUTE_MILLIS

@@ -82,11 +82,21 @@ _COLUMNS: tuple[tuple[str, str, Callable[[RunResult], str]], ...] = (
     ("peak", ">", lambda run: f"{run.metrics.peak_score:.1f}"),
     ("final spread", ">", lambda run: f"{run.metrics.final_spread:.1f}"),
     ("disconnects", ">", lambda run: str(run.metrics.disconnections)),
+    ("1st-round spread", ">", lambda run: _number(run.metrics.spread_after_first_plan)),
+    ("1st-round moves", ">", lambda run: _number(run.metrics.moves_first_plan)),
+    ("fewest moves", ">", lambda run: _number(run.metrics.moves_lower_bound)),
+    ("prediction error", ">", lambda run: _number(run.metrics.prediction_error)),
 )
 
 
 def _maybe(value: int | None) -> str:
     return "never" if value is None else str(value)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.1f}"
 
 
 def text_table(comparison: Comparison) -> str:
@@ -202,6 +212,22 @@ _DEFINITIONS = """\
   (`loadBalancerBrokerThresholdShedderPercentage`) below the cluster average, or a destination more than 10
   points above it.
 - **peak**: the highest live broker score of the run; **final spread**: the spread at the end.
+- **1st-round spread** / **1st-round moves**: the spread the minute after the first round that moved bundles
+  (an executed plan, or a shedding cycle), and the bundles it moved.
+- **fewest moves**: a lower bound on the moves any single plan needs to reach the same spread from the same
+  start (`planner/simulator/move_bound.py`). Both are taken on the live load of the round's minute: the spread
+  is the one the round's own moves give on that load (the measured 1st-round spread differs from it by a
+  minute of traffic noise), so the round's moves are one of the plans the bound covers. Shown only when all
+  brokers have the same hardware, which the bound assumes. A bundle worth p points (the CPU it costs its
+  owner) moves them from its source to its destination, and the average score A does not change. After a plan
+  that reaches spread S every broker lies in [m, m + S] for some m with A - S <= m <= A. For a given m, each
+  broker above m + S must shed at least s - m - S points, at best with its largest bundles, and each broker
+  below m must receive m - s, at best with the cluster's largest bundles; every move leaves one broker and
+  lands on one, so a plan needs at least the larger of the two sums of counts. The bound is the minimum of
+  that over m, evaluated exactly at the points where a source's count changes. Unit tests check it against an
+  exhaustive search on small clusters.
+- **prediction error**: offline plans only: the largest difference between a broker's predicted score after
+  a plan and its measured score the minute after the plan was executed, over all plans of the run.
 """
 
 
@@ -218,13 +244,24 @@ def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str]
         "LeastLongTermMessageRate, AvgShedder + its own planned destinations); `offline:` policies are this",
         "product's plans (`make_plan`) at the scenario's cadence (hourly unless a policy says `@MINUTES`),",
         "approved at once, with in-broker shedding off. All settings are Pulsar's defaults unless the scenario",
-        "file says otherwise (`planner/simulator/scenarios/`).",
+        "file says otherwise (`planner/simulator/scenarios/`). Offline policies also collect every broker's",
+        "report every 5 minutes, as the collect DAG does; each plan fits the brokers' usage models on the last",
+        "24 hours of it (`planner/usage_model.py`). `offline:AvgShedderPredictive` plans with those models:",
+        "AvgShedder's hit counting decides when, then one plan balances the whole cluster on predicted scores.",
         "",
         "## Summary",
         "",
         "Each cell: minutes to balance / moves / final spread (points).",
         "",
         summary_markdown(comparisons),
+        "",
+        "## One plan against the fewest moves",
+        "",
+        "The first round that moved bundles in the scenarios where every broker has the same hardware (the lower",
+        "bound assumes it). Each cell: spread after that round (points) / its moves / the fewest moves any plan",
+        "needs for that spread (a lower bound, see the definitions) / moves divided by the bound.",
+        "",
+        first_round_markdown(comparisons),
         "",
         "## Definitions",
         "",
@@ -248,11 +285,42 @@ def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str]
     return "\n".join(parts).rstrip() + "\n"
 
 
-def summary_markdown(comparisons: Sequence[Comparison]) -> str:
-    """One line per scenario: minutes to balance / moves / final spread of each policy."""
+def _policies(comparisons: Sequence[Comparison]) -> list[str]:
     policies: list[str] = []
     for comparison in comparisons:
         policies += [run.policy for run in comparison.runs if run.policy not in policies]
+    return policies
+
+
+def first_round_markdown(comparisons: Sequence[Comparison]) -> str:
+    """One line per scenario with a lower bound: spread after / moves of each policy's first round."""
+    policies = _policies(comparisons)
+    lines = [
+        "| scenario | " + " | ".join(policies) + " |",
+        "| :-- | " + " | ".join("--:" for _ in policies) + " |",
+    ]
+    for comparison in comparisons:
+        by_policy = {run.policy: run.metrics for run in comparison.runs}
+        if all(metrics.moves_lower_bound is None for metrics in by_policy.values()):
+            continue
+        cells = []
+        for policy in policies:
+            metrics = by_policy.get(policy)
+            if metrics is None or metrics.moves_first_plan is None or metrics.spread_after_first_plan is None:
+                cells.append("-")
+                continue
+            bound = metrics.moves_lower_bound
+            ratio = f"{metrics.moves_first_plan / bound:.2f}" if bound else "-"
+            cells.append(
+                f"{metrics.spread_after_first_plan:.1f} / {metrics.moves_first_plan} / {_number(bound)} / {ratio}"
+            )
+        lines.append(f"| {comparison.scenario.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary_markdown(comparisons: Sequence[Comparison]) -> str:
+    """One line per scenario: minutes to balance / moves / final spread of each policy."""
+    policies = _policies(comparisons)
     lines = [
         "| scenario | " + " | ".join(policies) + " |",
         "| :-- | " + " | ".join("--:" for _ in policies) + " |",
