@@ -1,9 +1,11 @@
-"""A scriptable HTTP server on 127.0.0.1 that answers like Pulsar's admin API, for fault injection
-(5xx bursts, timeouts, redirect loops, malformed JSON) that a real broker cannot be made to produce."""
+"""A scriptable HTTP(S) server on 127.0.0.1 that answers like Pulsar's admin API, for fault injection
+(5xx bursts, timeouts, redirect loops, malformed JSON, oversized bodies, TLS with a private CA) that a
+real broker cannot be made to produce."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import defaultdict
@@ -15,9 +17,11 @@ from urllib.parse import urlsplit
 @dataclass
 class Reply:
     status: int = 200
-    body: object = None  # JSON-encoded unless it is a str
+    body: object = None  # JSON-encoded unless it is a str or bytes
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    # Send no Content-Length and close the connection after the body (the client must bound its read).
+    omit_length: bool = False
 
 
 @dataclass
@@ -32,7 +36,8 @@ class SeenRequest:
 class FakePulsar:
     """Routes `(method, path)` to a list of replies, consumed in order; the last one repeats."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.scheme = "https" if ssl_context is not None else "http"
         self.routes: dict[tuple[str, str], list[Reply]] = {}
         self.requests: list[SeenRequest] = []
         self.calls: dict[tuple[str, str], int] = defaultdict(int)
@@ -56,23 +61,36 @@ class FakePulsar:
                 reply = replies[index]
                 if reply.delay:
                     time.sleep(reply.delay)
-                payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
-                data = payload.encode() if reply.body is not None else b""
+                if isinstance(reply.body, bytes):
+                    data = reply.body
+                else:
+                    payload = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+                    data = payload.encode() if reply.body is not None else b""
                 try:
                     self.send_response(reply.status)
                     for name, value in reply.headers.items():
                         self.send_header(name, value.replace("{self}", fake.url))
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    if reply.omit_length:
+                        self.send_header("Connection", "close")
+                        self.close_connection = True
+                    else:
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                     pass
 
             do_GET = do_PUT = do_POST = _handle  # noqa: N815 - http.server dispatches on these names
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.handle_error = lambda *_: None  # refused TLS handshakes are expected, not news
+        if ssl_context is not None:
+            # Handshakes happen in each connection's thread, so a refused client cannot stall the server.
+            self.server.socket = ssl_context.wrap_socket(
+                self.server.socket, server_side=True, do_handshake_on_connect=False
+            )
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -83,7 +101,7 @@ class FakePulsar:
 
     @property
     def url(self) -> str:
-        return f"http://{self.broker_id}"
+        return f"{self.scheme}://{self.broker_id}"
 
     def route(self, method: str, path: str, *replies: Reply) -> None:
         self.routes[(method, path)] = list(replies)
