@@ -37,7 +37,7 @@ from planner.shedding.outcome import SheddingOutcome, Unload
 from planner.usage_model import ResourceFit, UsageModels, resolved_models
 
 NAME = "AvgShedderPredictive"
-# Not a Pulsar class: named like one so broker.conf-style lookups still resolve to it.
+# No Pulsar class exists: the registry's second name for the mode; brokers cannot be configured with it.
 JAVA_CLASS = "pulsar_rebalance.AvgShedderPredictive"
 
 # A pair is balanced once its predicted gap is within this many points: closer is not worth a move.
