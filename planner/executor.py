@@ -8,6 +8,8 @@ Safety rules, in order:
 - an action already done by an earlier attempt is never repeated (a task retry after a crash finds
   a "running" attempt and checks the cluster to see whether it took effect);
 - calls are paced, at most `max_actions` per run, and the run stops after `max_failures` failures;
+- an action whose destination is down is deferred, not closed: the plan ends partial and a rerun after
+  the broker returns performs it;
 - after an unload the bundle's owner is looked up: on the destination it succeeded, elsewhere it is
   recorded as "placed elsewhere"; unloaded bundles are recorded so plans skip them for the grace period.
 Every decision is written to the audit log.
@@ -298,7 +300,8 @@ def _perform(
     if owner != source:
         return "skipped", f"the bundle is owned by {owner or 'nobody'}, not the planned source {source}"
     if destination not in brokers:
-        return "skipped", f"destination {destination} is not an active broker"
+        # Not done: a rerun once the destination is back performs it (the bundle is still on its source).
+        return "deferred", f"destination {destination} is not an active broker"
     live.client.unload_bundle(name.namespace, str(name.range), destination)
     return _verify_unload(live, bundle, source, destination, settings, sleep)
 

@@ -337,6 +337,43 @@ def stop(settings: LocalClusterSettings | None = None) -> None:
         _stop_processes(settings)
 
 
+def stop_broker(index: int, settings: LocalClusterSettings | None = None) -> int:
+    """Stop one broker by PID (SIGTERM: it releases its bundles as in a rolling restart); returns the PID."""
+    settings = settings or settings_from_env()
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _read_state(settings)
+        if state is None:
+            raise LocalClusterError("no local cluster is running")
+        [broker] = [p for p in state["processes"] if p["name"] == f"broker-{index}"]
+        _terminate([broker])
+        return int(broker["pid"])
+
+
+def start_broker(index: int, settings: LocalClusterSettings | None = None) -> dict[str, Any]:
+    """Start a stopped broker again with its configuration, and wait until the cluster is whole."""
+    settings = settings or settings_from_env()
+    deadline = time.monotonic() + settings.start_timeout_seconds
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _read_state(settings)
+        if state is None:
+            raise LocalClusterError("no local cluster is running")
+        name = f"broker-{index}"
+        [old] = [p for p in state["processes"] if p["name"] == name]
+        if not _is_alive(old["pid"], old["marker"]):
+            conf = settings.conf_dir / f"{name}.conf"
+            started = _launch(
+                settings,
+                ensure_distribution(settings),
+                name,
+                list(settings.broker_mem),
+                ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
+            )
+            state["processes"] = [started if p["name"] == name else p for p in state["processes"]]
+            _write_state(settings, state)
+        _wait_for(lambda: _brokers_ready(state), "all brokers serve their admin API", deadline, state["processes"])
+    return status(settings) or state
+
+
 def wipe(settings: LocalClusterSettings | None = None) -> None:
     """Stop the cluster and delete its data, configuration and logs (the download cache stays)."""
     settings = settings or settings_from_env()

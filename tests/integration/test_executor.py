@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from sqlalchemy import select
 
-from planner.admin_client import AdminError, PulsarAdminClient
 from planner.bundles.bundle_range import BundleName
 from planner.errors import InputError
 from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.plan_store import commit_plan, show_plan
-from planner.planning import actions_hash
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
 from planner.traffic import BundleTraffic
+from tests.integration.executor_support import CountingClient, approved_plan, owners
 
 pytestmark = pytest.mark.integration
 
 FAST = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=30, verify_interval_seconds=0.5)
-
-
-class CountingClient(PulsarAdminClient):
-    """The real client, counting the unloads it sends (and optionally failing them: fault injection)."""
-
-    def __init__(self, *args, fail_unloads=False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.unloads: list[str] = []
-        self.fail_unloads = fail_unloads
-
-    def unload_bundle(self, namespace, bundle_range, destination=None):
-        if self.fail_unloads:
-            raise AdminError(
-                "127.0.0.1", "PUT", f"/admin/v2/namespaces/{namespace}/{bundle_range}/unload", "injected failure", 503
-            )
-        self.unloads.append(f"{namespace}/{bundle_range}")
-        super().unload_bundle(namespace, bundle_range, destination)
 
 
 @pytest.fixture
@@ -50,36 +30,6 @@ def setup(pulsar_cluster, traffic_generator, tmp_path):
         f"{generator.namespace}/0x{generator.boundaries[i]:08x}_0x{generator.boundaries[i + 1]:08x}" for i in range(4)
     ]
     return pulsar_cluster, generator, store, bundles, source, destination
-
-
-def approved_plan(store, cluster, bundles, source, destination):
-    actions = [
-        {
-            "kind": "unload",
-            "bundle": bundle,
-            "source": source,
-            "destination": destination,
-            "msgRate": 10.0,
-            "throughput": 1000.0,
-            "reason": "test",
-        }
-        for bundle in bundles
-    ]
-    plan = {"cluster": cluster["cluster"], "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
-    committed = commit_plan(
-        store, plan, admin_url=cluster["brokers"][0]["adminUrl"], run_key=f"t-{time.time()}", expected_version=0
-    )
-    record_decision(store, committed.plan_id, approved=True, approver="alice", approved_hash=actions_hash(actions))
-    return committed.plan_id
-
-
-def owners(client, cluster, bundles):
-    found = {}
-    for broker in client.active_brokers(cluster["cluster"]):
-        for bundle in client.owned_bundles(cluster["cluster"], broker):
-            if bundle in bundles:
-                found[bundle] = broker
-    return found
 
 
 def test_approved_unloads_land_on_their_destination_with_audit_rows(setup):
