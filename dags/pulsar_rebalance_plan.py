@@ -16,6 +16,7 @@ from airflow.sdk import Param, dag, task
 from airflow.task.trigger_rule import TriggerRule
 
 from planner import airflow_tasks
+from planner.shedding.registry import STRATEGIES
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
 RESPONSE_TIMEOUT = timedelta(seconds=int(os.environ.get("PULSAR_REBALANCE_APPROVAL_TIMEOUT", 4 * 3600)))
@@ -30,9 +31,7 @@ def build(cluster: str) -> None:
         max_active_runs=1,
         tags=["pulsar-rebalance", "plan", cluster],
         params={
-            "strategy": Param(
-                "AvgShedder", enum=["AvgShedder", "UniformLoadShedder", "ThresholdShedder", "OverloadShedder"]
-            ),
+            "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
             "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
             "base_url": Param("http://127.0.0.1:8080", type="string", description="Airflow UI address for links"),
         },

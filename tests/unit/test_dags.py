@@ -49,6 +49,13 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     assert dag.task_dict["report"].upstream_task_ids == {"execute", "commit"}
     assert dag.task_dict["spark_plan"]._conn_id == "spark_default"
     assert dag.task_dict["report"].trigger_rule == "all_done"
+    assert set(dag.params.get_param("strategy").schema["enum"]) == {
+        "AvgShedder",
+        "AvgShedderPredictive",
+        "UniformLoadShedder",
+        "ThresholdShedder",
+        "OverloadShedder",
+    }
 
 
 @pytest.mark.parametrize(
