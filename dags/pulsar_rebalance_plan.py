@@ -19,6 +19,8 @@ from planner import airflow_tasks
 from planner.shedding.registry import STRATEGIES
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
+# Loopback for local masters; a cluster deployment binds the driver where executors can reach it.
+SPARK_DRIVER_BIND_ADDRESS = os.environ.get("PULSAR_REBALANCE_SPARK_LOCAL_IP", "127.0.0.1")
 RESPONSE_TIMEOUT = timedelta(seconds=int(os.environ.get("PULSAR_REBALANCE_APPROVAL_TIMEOUT", 4 * 3600)))
 
 
@@ -56,7 +58,7 @@ def build(cluster: str) -> None:
                 "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
             ],
             conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
-            env_vars={"SPARK_LOCAL_IP": "127.0.0.1"},
+            env_vars={"SPARK_LOCAL_IP": SPARK_DRIVER_BIND_ADDRESS},
         )
 
         @task
