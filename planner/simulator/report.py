@@ -292,13 +292,14 @@ def _policies(comparisons: Sequence[Comparison]) -> list[str]:
     return policies
 
 
+def _table_head(policies: Sequence[str]) -> list[str]:
+    return ["| scenario | " + " | ".join(policies) + " |", "| :-- | " + " | ".join("--:" for _ in policies) + " |"]
+
+
 def first_round_markdown(comparisons: Sequence[Comparison]) -> str:
     """One line per scenario with a lower bound: spread after / moves of each policy's first round."""
     policies = _policies(comparisons)
-    lines = [
-        "| scenario | " + " | ".join(policies) + " |",
-        "| :-- | " + " | ".join("--:" for _ in policies) + " |",
-    ]
+    lines = _table_head(policies)
     for comparison in comparisons:
         by_policy = {run.policy: run.metrics for run in comparison.runs}
         if all(metrics.moves_lower_bound is None for metrics in by_policy.values()):
@@ -321,10 +322,7 @@ def first_round_markdown(comparisons: Sequence[Comparison]) -> str:
 def summary_markdown(comparisons: Sequence[Comparison]) -> str:
     """One line per scenario: minutes to balance / moves / final spread of each policy."""
     policies = _policies(comparisons)
-    lines = [
-        "| scenario | " + " | ".join(policies) + " |",
-        "| :-- | " + " | ".join("--:" for _ in policies) + " |",
-    ]
+    lines = _table_head(policies)
     for comparison in comparisons:
         by_policy = {run.policy: run.metrics for run in comparison.runs}
         cells = []

@@ -1,4 +1,5 @@
-"""The executor on the real local cluster: exactly the approved actions, each once, re-checked first."""
+"""The executor on the real local cluster: exactly the approved actions, each once, re-checked first.
+(Kill-and-rerun, and a broker stopped mid-plan: tests/integration/test_reliability_on_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from planner.errors import InputError
 from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.plan_store import commit_plan, show_plan
 from planner.store.database import Store
-from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
+from planner.store.models import ActionExecution, AuditEvent, RecentlyUnloaded
 from planner.traffic import BundleTraffic
 from tests.integration.executor_support import CountingClient, approved_plan, owners
 
@@ -45,39 +46,6 @@ def test_approved_unloads_land_on_their_destination_with_audit_rows(setup):
         events = [e.event for e in session.scalars(select(AuditEvent).order_by(AuditEvent.id))]
         assert "plan.approved" in events and events.count("action.succeeded") == 3
         assert {row.bundle for row in session.scalars(select(RecentlyUnloaded))} == set(bundles[:3])
-
-
-def test_killed_after_each_action_and_rerun_executes_each_exactly_once(setup):
-    cluster, _, store, bundles, source, destination = setup
-    plan_id = approved_plan(store, cluster, bundles[:3], source, destination)
-    client = CountingClient(cluster["brokers"][0]["adminUrl"])
-
-    class Killed(BaseException):
-        pass
-
-    def kill(_seconds):
-        raise Killed
-
-    settings = ExecutorSettings(actions_per_minute=6000, verify_timeout_seconds=30, verify_interval_seconds=0.5)
-    runs = 0
-    while True:
-        runs += 1
-        try:
-            report = execute_plan(store, client, plan_id, settings, sleep=kill)
-            break
-        except Killed:
-            continue
-    # Killed at every pause: between actions and while verifying an unload that was already sent.
-    assert runs >= 3 and report.status == "executed"
-    assert sorted(client.unloads) == sorted(bundles[:3])  # each unload sent exactly once
-    with store.session() as session:
-        for action in session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id)):
-            query = select(ActionExecution).where(ActionExecution.action_id == action.id)
-            statuses = [a.status for a in session.scalars(query.order_by(ActionExecution.attempt))]
-            assert statuses.count("succeeded") == 1 and statuses[-1] == "succeeded", (action.bundle, statuses)
-            assert set(statuses) <= {"interrupted", "succeeded"}
-        succeeded = session.scalars(select(AuditEvent).where(AuditEvent.event == "action.succeeded"))
-        assert len(list(succeeded)) == 3
 
 
 def test_a_bundle_moved_by_someone_else_is_skipped_with_a_reason(setup):
