@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.paths import planner_home
 from planner.plan_runner import PlanRequest, commit_job_output, job_request
 from planner.plan_store import record_measurement, show_plan
-from planner.samples import samples_root, snapshot_broker_load
+from planner.samples import read_samples, samples_root, snapshot_broker_load
 from planner.store.database import Store, default_database_url
 
 CONNECTION_PREFIX = "pulsar_"
@@ -209,6 +210,18 @@ def execute_approved(cluster: str, summary: dict[str, Any], gate_output: dict[st
     return report.to_json()
 
 
+def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:
+    """Collect until every broker's load report is newer than `since_millis` (the moves are in it), for at
+    most `PULSAR_REBALANCE_MEASURE_WAIT` seconds (default 120); then the newest snapshot, fresh or not."""
+    deadline = time.monotonic() + float(os.environ.get("PULSAR_REBALANCE_MEASURE_WAIT", 120))
+    while True:
+        after = collect_cluster(cluster)
+        rows = read_samples(planner_home(), "brokers", cluster, snapshot=after["snapshot"])
+        if min(rows.column("last_update").to_pylist(), default=0) >= since_millis or time.monotonic() >= deadline:
+            return after
+        time.sleep(5)
+
+
 def report_outcome(cluster: str, summary: dict[str, Any], gate_output: dict[str, Any] | None) -> dict[str, Any]:
     """After the gate: record a rejection (or timeout), or measure the cluster again after execution."""
     approved, approver, decided_at = _decision(gate_output)
@@ -223,7 +236,7 @@ def report_outcome(cluster: str, summary: dict[str, Any], gate_output: dict[str,
             decided_at=decided_at,
         )
         return {"plan": summary["plan"], "status": "rejected", "by": approver or "timeout"}
-    after = collect_cluster(cluster)
+    after = _collect_fresh_reports(cluster, since_millis=int(time.time() * 1000))
     measured = snapshot_broker_load(planner_home(), cluster, after["snapshot"])
     record_measurement(planner_store, summary["plan"], after["snapshot"], measured, actor="airflow:report")
     plan = show_plan(planner_store, summary["plan"])

@@ -30,6 +30,9 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
         measured = session.scalars(select(PlanMeasurement).where(PlanMeasurement.plan_id == plan.id)).one()
     assert "plan.approved" in events and events.count("action.succeeded") == len(unloads)
     assert "plan.measured" in events and set(measured.brokers) >= {hot}
+    # Measured once the brokers reported after the moves: the hot broker carries less than before.
+    [before] = [broker for broker in plan.details["brokers"] if broker["broker"] == hot]
+    assert measured.brokers[hot]["msgRate"] < 0.9 * before["msgRateBefore"], (measured.brokers, before)
     for action in unloads:
         bundle_range = action.bundle.rsplit("/", 1)[1]
         probe = next(t for t, b in generator.topics.items() if str(b) == bundle_range)
