@@ -36,6 +36,9 @@ MAX_JSON_BYTES_ENV = "PULSAR_REBALANCE_MAX_JSON_BYTES"
 MAX_JSON_DEPTH = 201
 _PARSER_DEPTH_MESSAGE = "recursion limit exceeded"
 
+# Pulsar's counters and timestamps are Java longs; a larger value cannot come from a broker.
+JAVA_LONG_MAX = 2**63 - 1
+
 _BROKER_ID_PATTERN = re.compile(r"\S+:\d{1,5}")
 
 
@@ -52,7 +55,7 @@ def _check_broker_id(broker_id: str) -> str:
 
 Rate = Annotated[float, Strict(), Field(ge=0.0, allow_inf_nan=False)]
 Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-Count = Annotated[int, Strict(), Field(ge=0)]
+Count = Annotated[int, Strict(), Field(ge=0, le=JAVA_LONG_MAX)]
 Text = Annotated[str, Strict()]
 BundleKey = Annotated[str, Strict(), AfterValidator(_check_bundle_name)]
 BrokerId = Annotated[str, Strict(), AfterValidator(_check_broker_id)]
