@@ -28,7 +28,7 @@ NUM_LONG_SAMPLES = 1000
 DEFAULT_MESSAGE_RATE = 50.0
 DEFAULT_MESSAGE_THROUGHPUT = 50000.0
 
-# Input limits. A LoadData of 10,000 brokers with 100,000 bundles is about 100 MiB of JSON.
+# Input limits. A LoadData of 10,000 brokers with 100,000 bundles is about 60 MiB of JSON.
 DEFAULT_MAX_JSON_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES_ENV = "PULSAR_REBALANCE_MAX_JSON_BYTES"
 # Fixed by pydantic's JSON parser (jiter: 200 levels below the outermost value); Pulsar's documents nest
