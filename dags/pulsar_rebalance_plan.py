@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Param, dag, task
 from airflow.task.trigger_rule import TriggerRule
 
 from planner import airflow_tasks
+from planner.approval_gate import DECISION_KEY, PlanApprovalOperator
 from planner.shedding.registry import STRATEGIES
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
@@ -71,7 +71,7 @@ def build(cluster: str) -> None:
 
         summary = commit(paths)
         paths >> spark_job >> summary
-        gate = ApprovalOperator(
+        gate = PlanApprovalOperator(
             task_id="approve",
             subject="{{ ti.xcom_pull(task_ids='commit')['subject'] }}",
             body="{{ ti.xcom_pull(task_ids='commit')['markdown'] }}",
@@ -87,7 +87,7 @@ def build(cluster: str) -> None:
         # Not a direct downstream of the gate (a Reject skips those): it reads the decision itself.
         @task(trigger_rule=TriggerRule.ALL_DONE)
         def report(summary: dict, ti=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            return airflow_tasks.report_outcome(cluster, summary, ti.xcom_pull(task_ids="approve"))
+            return airflow_tasks.report_outcome(cluster, summary, ti.xcom_pull(task_ids="approve", key=DECISION_KEY))
 
         has_actions(summary) >> gate
         execute(summary, gate.output) >> report(summary)
