@@ -74,6 +74,12 @@ def commit_plan(
             session.add(
                 StrategyState(cluster_id=cluster.id, strategy=strategy, version=new_version, state=plan["stateAfter"])
             )
+            try:
+                session.flush()
+            except IntegrityError as error:  # a concurrent first plan of this cluster inserted the state first
+                raise StaleStateError(
+                    f"{cluster_name}/{strategy}: another plan run stored the first state while this one ran"
+                ) from error
         else:
             changed = session.execute(
                 update(StrategyState)
@@ -126,10 +132,11 @@ def commit_plan(
 
 
 def commit_plan_once(store: Store, plan: Mapping[str, Any], **options: Any) -> CommitResult:
-    """`commit_plan`, where a concurrent commit of the same run key counts as already committed."""
+    """`commit_plan`, where a concurrent commit of the same run key counts as already committed (the twin
+    may win on the run key or, first, on the state version)."""
     try:
         return commit_plan(store, plan, **options)
-    except IntegrityError:
+    except (IntegrityError, StaleStateError):
         with store.session() as session:
             existing = session.scalar(select(Plan).where(Plan.run_key == options["run_key"]))
             if existing is None:

@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -41,9 +41,19 @@ def _alembic_config() -> Config:
 
 
 def _enable_sqlite_foreign_keys(dbapi_connection: object, _record: object) -> None:
+    # The driver's own transaction handling is off: `_begin_immediate` opens every transaction itself.
+    dbapi_connection.isolation_level = None  # type: ignore[attr-defined]
     cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def _begin_immediate(connection: Connection) -> None:
+    """SQLite transactions take the write lock when they start. A deferred transaction that read first
+    and writes later fails at once with "database is locked" when another writer got there first; an
+    immediate one waits for it, then reads what it committed (so a concurrent plan sees the new state
+    version and is refused as stale instead of crashing)."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def migration_heads() -> set[str]:
@@ -78,6 +88,7 @@ class Store:
         self.engine = create_engine(parsed, pool_pre_ping=True)
         if parsed.get_backend_name() == "sqlite":
             event.listen(self.engine, "connect", _enable_sqlite_foreign_keys)
+            event.listen(self.engine, "begin", _begin_immediate)
         if migrate:
             upgrade(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
