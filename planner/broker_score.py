@@ -26,7 +26,12 @@ def percent_usage(resource: ResourceUsage) -> float:
     """`ResourceUsage.percentUsage()`: float32 `usage / limit * 100`, 0 when the limit is unknown (<= 0)."""
     if resource.limit <= 0:
         return 0.0
-    proportion = to_float32(to_float32(resource.usage) / to_float32(resource.limit))
+    usage, limit = to_float32(resource.usage), to_float32(resource.limit)
+    if limit == 0.0:
+        # A positive limit below float32's smallest value: Java's float division gives Infinity (NaN for a
+        # zero usage, which the planner counts as 0 rather than let it poison every comparison).
+        return float("inf") if usage > 0 else 0.0
+    proportion = to_float32(usage / limit)
     return to_float32(proportion * 100)
 
 
