@@ -4,9 +4,12 @@ file per cluster; it never writes the database (the commit step does).
 
 Averaging modes:
 - `pulsar`: Pulsar's sample-count rule (10 short-term, 1000 long-term samples), the samples of each
-  bundle replayed in time order. The recurrence has a closed form, so it runs as one aggregation: a
-  bundle with m samples gives the sample r places from the newest the weight 1/m when m <= N, else
-  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N.
+  bundle replayed in time order (snapshot id, then broker). The recurrence has a closed form: a bundle
+  with m samples gives the sample r places from the newest the weight 1/m when m <= N, else
+  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N. The ranks r
+  come without sorting the samples: a first pass keeps, per bundle and 64 snapshot ids, a bit mask of
+  the ids it has samples for; the second joins it (broadcast) and sums the weighted samples per bundle.
+  Only a bundle with two samples under one snapshot id (two brokers reported it) is ranked by a sort.
 - `window`: plain means over wall-clock windows ending at the plan time (short and long window).
 
 Usage models: each broker's CPU and NIC usage as background plus costs per msg/s and per byte/s,
@@ -36,6 +39,8 @@ from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 SHORT_SAMPLES = 10
 LONG_SAMPLES = 1000
+# A chunk is 2**CHUNK_BITS consecutive snapshot ids: one 64-bit mask says which of them a bundle has rows in.
+CHUNK_BITS = 6
 RATE_COLUMNS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
 JSON_NAMES = {
     "msg_rate_in": "msgRateIn",
@@ -105,25 +110,89 @@ def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Col
     )
 
 
-def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -> DataFrame:
-    """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count."""
-    by_bundle = Window.partitionBy("cluster", "bundle")
-    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc())
-    ranked = bundles.withColumn("rank", F.row_number().over(newest_first) - 1).withColumn(
-        "count", F.count(F.lit(1)).over(by_bundle)
+def _rank_chunks(bundles: DataFrame) -> DataFrame:
+    """Per (cluster, bundle, chunk of 64 snapshot ids): which ids have a row (a bit mask), how many rows,
+    how many of the bundle's rows are in newer chunks, the bundle's row count and whether every chunk of
+    the bundle has at most one row per snapshot id.
+
+    A row's rank (how many of its bundle's rows are newer) is then the rows in newer chunks plus the mask
+    bits above its own: no sort of the samples, and the table is about 1/64 of their size.
+    """
+    chunks = bundles.groupBy("cluster", "bundle", F.shiftright("snapshot_id", CHUNK_BITS).alias("chunk")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        # SQL: the Python shift helpers take a constant shift only.
+        F.bit_or(F.expr(f"shiftleft(1L, snapshot_id & {(1 << CHUNK_BITS) - 1})")).alias("mask"),
     )
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newer_chunks = by_bundle.orderBy(F.col("chunk").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    return chunks.select(
+        "cluster",
+        "bundle",
+        "chunk",
+        "mask",
+        F.coalesce(F.sum("rows").over(newer_chunks), F.lit(0)).alias("newer"),
+        F.sum("rows").over(by_bundle).alias("count"),
+        F.min(F.col("rows") == F.bit_count("mask")).over(by_bundle).alias("distinct_ids"),
+    )
+
+
+def _sample_count_averages(ranked: DataFrame) -> DataFrame:
+    """Per (cluster, bundle), from rows with their bundle's row `count` and their `rank` (0 = newest)."""
+    # The weights in a projection first: computed once per row, not once per averaged column.
+    weights = [
+        _sample_count_weight(F.col("count"), F.col("rank"), samples).alias(f"{prefix}_weight")
+        for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES))
+    ]
     aggregations = [F.max(F.when(F.col("rank") == 0, F.col("topics"))).alias("topics")]
-    if averaging.mode == "pulsar":
-        for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES)):
-            weight = _sample_count_weight(F.col("count"), F.col("rank"), samples)
-            aggregations += [F.sum(weight * F.col(c)).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
-            aggregations.append(F.least(F.max("count"), F.lit(samples)).alias(f"{prefix}_samples"))
-    else:
+    for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES)):
+        weight = F.col(f"{prefix}_weight")
+        aggregations += [F.sum(weight * F.col(c)).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
+        aggregations.append(F.least(F.max("count"), F.lit(samples)).alias(f"{prefix}_samples"))
+    return (
+        ranked.select("cluster", "bundle", "count", "rank", "topics", *RATE_COLUMNS, *weights)
+        .groupBy("cluster", "bundle")
+        .agg(*aggregations)
+    )
+
+
+def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -> DataFrame:
+    """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count.
+
+    Samples are in the order the collector replays them: by snapshot id, then broker (a bundle two
+    brokers reported in one snapshot gets two samples).
+    """
+    if averaging.mode != "pulsar":
+        aggregations = [F.max_by("topics", F.struct("snapshot_id", "broker")).alias("topics")]
         for prefix, span in (("short", averaging.short_window), ("long", averaging.long_window)):
             inside = F.col("taken_at") > F.lit(as_of - span)
             aggregations += [F.avg(F.when(inside, F.col(c))).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
             aggregations.append(F.count(F.when(inside, F.lit(1))).alias(f"{prefix}_samples"))
-    return ranked.groupBy("cluster", "bundle").agg(*aggregations)
+        return bundles.groupBy("cluster", "bundle").agg(*aggregations)
+
+    # Pass 1 is small (about one row per bundle and 64 snapshots): materialise it once for both uses.
+    chunks = _rank_chunks(bundles).localCheckpoint()
+    keyed = bundles.withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS))
+    regular = chunks.where("distinct_ids")
+    # Two shifts: a Java shift by 64 is a shift by 0.
+    newer_in_chunk = F.expr(
+        f"bit_count(shiftrightunsigned(shiftrightunsigned(mask, snapshot_id & {(1 << CHUNK_BITS) - 1}), 1))"
+    )
+    averages = _sample_count_averages(
+        keyed.join(F.broadcast(regular), ["cluster", "bundle", "chunk"]).withColumn(
+            "rank", F.col("newer") + newer_in_chunk
+        )
+    )
+    irregular = chunks.where(~F.col("distinct_ids")).select("cluster", "bundle").distinct()
+    if irregular.isEmpty():
+        return averages
+    # A bundle with two rows for one snapshot id (two brokers reported it): rank its rows with a sort.
+    rows = bundles.join(F.broadcast(irregular), ["cluster", "bundle"])
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc(), F.col("broker").desc())
+    ranked = rows.withColumn("rank", F.row_number().over(newest_first) - 1).withColumn(
+        "count", F.count(F.lit(1)).over(by_bundle)
+    )
+    return averages.unionByName(_sample_count_averages(ranked))
 
 
 _MODEL_COLUMNS = (

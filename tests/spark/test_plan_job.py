@@ -20,7 +20,7 @@ from planner.samples import samples_root, write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
 from planner.time_average import update_bundle_data
-from spark_jobs.plan_job import Averaging, plan_clusters
+from spark_jobs.plan_job import Averaging, bundle_averages, plan_clusters, read_table
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
@@ -84,6 +84,86 @@ def test_sample_count_averages_equal_pulsars_update_rule(spark, tmp_path):
             ):
                 assert close(got[field], value), (name, term, field, got[field], value)
         assert built[name]["topics"] == history[name][-1].topics
+
+
+def replay_in_collector_order(rows):
+    """Per (cluster, bundle): Pulsar's update rule over the rows in the collector's replay order
+    (snapshot id, then broker)."""
+    averages = {}
+    for row in sorted(rows, key=lambda r: (r["snapshot_id"], r["broker"])):
+        key = (row["cluster"], row["bundle"])
+        sample = NamespaceBundleStats(**{f: row[f] for f in (*RATE_FIELDS, "topics")})
+        averages[key] = update_bundle_data(averages.get(key, BundleData()), sample)
+    return averages
+
+
+RATE_FIELDS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
+
+
+def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
+    """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
+    10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
+    (two samples each, broker order), snapshot ids with jumps and snapshots taken at the same time."""
+    rng = random.Random(5)
+    snapshots = 1150
+
+    def present(name, index):
+        return {
+            "steady": True,
+            "late": index >= snapshots - 7,
+            "ten": index >= snapshots - 10,
+            "thousand": index >= snapshots - 1000,
+            "thousand-one": index >= snapshots - 1001,
+            "came-and-went": 100 <= index < 113,
+            "gappy": index % 7 != 3 and not 500 <= index < 700,
+            "moving": True,
+        }[name]
+
+    def owners(name, index):
+        if name != "moving":
+            return ["a:8080"]
+        return ["a:8080"] if index < 600 else ["a:8080", "b:8080"] if index < 603 else ["b:8080"]
+
+    rows = []
+    for index in range(snapshots):
+        snapshot_id = 1 + index + (index // 300) * 37  # id jumps, as when other clusters take ids in between
+        taken_at = T0 + timedelta(minutes=index // 2)  # two snapshots a minute: ties in time
+        per_broker = {"a:8080": {}, "b:8080": {}}
+        for cluster in ("irr", "other"):
+            if cluster == "other" and index % 50:
+                continue
+            for name in ("steady", "late", "ten", "thousand", "thousand-one", "came-and-went", "gappy", "moving"):
+                if not present(name, index) or (cluster == "other" and name != "steady"):
+                    continue
+                for owner in owners(name, index):
+                    sample = {f: rng.uniform(0, 1e4 if "rate" in f else 1e8) for f in RATE_FIELDS}
+                    sample["topics"] = rng.randint(1, 9)
+                    per_broker[owner][bundle(len(name), f"t/{name}")] = NamespaceBundleStats(**sample)
+                    rows.append(
+                        {
+                            "cluster": cluster,
+                            "snapshot_id": snapshot_id,
+                            "broker": owner,
+                            "bundle": bundle(len(name), f"t/{name}"),
+                        }
+                        | sample
+                    )
+            reports = {owner: broker(bundles=stats, last_stats=stats) for owner, stats in per_broker.items() if stats}
+            write_snapshot_samples(tmp_path, cluster, snapshot_id, taken_at, reports)
+            per_broker = {"a:8080": {}, "b:8080": {}}
+
+    as_of = T0 + timedelta(days=1)
+    frame = read_table(spark, samples_root(tmp_path), "bundles", ["irr", "other"], as_of)
+    got = {(r["cluster"], r["bundle"]): r for r in bundle_averages(frame, Averaging(), as_of).collect()}
+    expected = replay_in_collector_order(rows)
+    assert set(got) == set(expected) and len(got) == 9
+    for key, want in expected.items():
+        row = got[key]
+        assert row["topics"] == want.topics, key
+        for term, data in (("short", want.short_term_data), ("long", want.long_term_data)):
+            assert row[f"{term}_samples"] == data.num_samples, (key, term)
+            for field in RATE_FIELDS:
+                assert close(row[f"{term}_{field}"], getattr(data, field)), (key, term, field)
 
 
 def test_window_averages_are_plain_means_over_wall_clock_windows(spark, tmp_path):
