@@ -1,17 +1,35 @@
 """Pulsar-compatible bundle averages over a synthetic history: Spark (local[2]) against single-process pandas.
 
 Goal: <= 60 s for 50 M samples on local[2], at least 2x faster than pandas on the same data, and
-doubling the data at most 2.2x the time. Prints the figures.
-Usage: python bench/bench_spark_averages.py [--bundles 10000] [--snapshots 5000] [--skip-pandas]
-(50 M samples = 10,000 bundles x 5,000 snapshots; the doubled run uses 10,000 snapshots.)
+doubling the data at most 2.2x the time. Prints the figures per size.
+
+The history: `--bundles` bundles on `--brokers` brokers, `--snapshots` snapshots one minute apart, each
+sampling every bundle, except that the first broker's report is missing from every 97th snapshot (its
+bundles get a gap there, as in a partial snapshot). Rows are in the collector's layout (`BUNDLE_SCHEMA`,
+`bundles/cluster=<name>/date=<YYYY-MM-DD>/`), one file per hour of snapshots as a compacted history
+would be. Data sets are generated once and kept in ~/.cache/pulsar-rebalance/bench; generation is
+never timed.
+
+Both sides compute the same thing from the same Parquet files: per (cluster, bundle), Pulsar's
+short- and long-term sample-count averages of the four rates, the sample counts and the latest topic
+count, the samples in the collector's replay order (snapshot id, then broker).
+- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it, written to a no-op sink.
+- pandas: one process, vectorised (pandas and NumPy, no Python loop over rows); reads only the columns
+  it needs with pyarrow (string keys as categoricals), sorts by (cluster, bundle, snapshot id, broker),
+  numbers each bundle's samples from the newest (groupby cumcount), applies the same closed-form weights
+  and sums them per bundle (NumPy bincount over the group numbers).
+Usage: python bench/bench_spark_averages.py [--bundles 10000] [--snapshots 5000] [--factors 1,2]
+       [--brokers 20] [--pandas-max-samples 6e7] [--driver-memory 4g]
+(50 M samples = 10,000 bundles x 5,000 snapshots; factor 2 doubles the snapshots.)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
-import tempfile
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,63 +38,105 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
 
 from planner.samples import BUNDLE_SCHEMA
-from spark_jobs.plan_job import LONG_SAMPLES, SHORT_SAMPLES, Averaging, bundle_averages, read_table, spark_session
+from spark_jobs.plan_job import (
+    LONG_SAMPLES,
+    RATE_COLUMNS,
+    SHORT_SAMPLES,
+    Averaging,
+    bundle_averages,
+    read_table,
+    spark_session,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-SNAPSHOTS_PER_FILE = 100
+SNAPSHOTS_PER_FILE = 60  # one file per hour: never across a date partition
+GAP_EVERY = 97
+CACHE = Path.home() / ".cache" / "pulsar-rebalance" / "bench"
+AS_OF = T0 + timedelta(days=3650)
 
 
-def generate(root: Path, bundles: int, snapshots: int, seed: int = 7) -> None:
-    """Bundle rows of `snapshots` snapshots, one minute apart, each sampling every bundle."""
+def generate(root: Path, bundles: int, brokers: int, snapshots: int, seed: int = 7) -> None:
+    """Write the history under `root` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     names = np.array([f"t{i % 20}/ns{i % 300}/0x{i:08x}_0x{i + 1:08x}" for i in range(bundles)], dtype=object)
+    namespaces = np.array([n.rsplit("/", 1)[0] for n in names], dtype=object)
+    owner = np.arange(bundles) % brokers
+    broker_names = np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
     base_rate = rng.lognormal(5, 1, bundles)
-    out = root / "bundles" / "cluster=bench" / "date=2026-01-01"
-    out.mkdir(parents=True)
     for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
         count = min(SNAPSHOTS_PER_FILE, snapshots - first)
-        ids = np.repeat(np.arange(first + 1, first + count + 1, dtype=np.int64), bundles)
-        rate = np.tile(base_rate, count) * rng.uniform(0.5, 1.5, count * bundles)
+        snapshot = np.repeat(np.arange(first, first + count), bundles)
+        bundle = np.tile(np.arange(bundles), count)
+        keep = ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (owner[bundle] == 0))
+        snapshot, bundle = snapshot[keep], bundle[keep]
+        rate = base_rate[bundle] * rng.uniform(0.5, 1.5, len(bundle))
+        taken = T0 + timedelta(minutes=first)
         table = pa.table(
             {
-                "snapshot_id": ids,
-                "taken_at": pa.array(
-                    [T0 + timedelta(minutes=int(i)) for i in range(first, first + count)], pa.timestamp("ms", tz="UTC")
-                ).take(pa.array(np.repeat(np.arange(count), bundles))),
-                "broker": pa.array(np.full(count * bundles, "10.0.0.1:8080", dtype=object)),
-                "bundle": pa.array(np.tile(names, count)),
-                "namespace": pa.array(np.tile(np.array([n.rsplit("/", 1)[0] for n in names], dtype=object), count)),
+                "snapshot_id": snapshot + 1,
+                "taken_at": pa.array((snapshot - first) * 60_000 + int(taken.timestamp() * 1000)).cast(
+                    pa.timestamp("ms", tz="UTC")
+                ),
+                "broker": pa.array(broker_names[owner[bundle]]),
+                "bundle": pa.array(names[bundle]),
+                "namespace": pa.array(namespaces[bundle]),
                 "msg_rate_in": rate,
                 "msg_throughput_in": rate * 1000,
                 "msg_rate_out": rate * 2,
                 "msg_throughput_out": rate * 2000,
-                "consumer_count": np.zeros(count * bundles, dtype=np.int64),
-                "producer_count": np.zeros(count * bundles, dtype=np.int64),
-                "topics": np.full(count * bundles, 4, dtype=np.int64),
+                "consumer_count": np.zeros(len(bundle), dtype=np.int64),
+                "producer_count": np.zeros(len(bundle), dtype=np.int64),
+                "topics": np.full(len(bundle), 4, dtype=np.int64),
             },
             schema=BUNDLE_SCHEMA,
         )
+        out = root / "bundles" / "cluster=bench" / f"date={taken.date().isoformat()}"
+        out.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, out / f"part-{first:08d}.parquet", compression="zstd")
 
 
-def spark_averages(spark, root: Path) -> float:
+def dataset(bundles: int, brokers: int, snapshots: int) -> tuple[Path, int]:
+    """The cached data set (generated if missing) and its sample count."""
+    root = CACHE / f"bundles{bundles}-brokers{brokers}-snapshots{snapshots}-v2"
+    if not (root / "DONE").exists():
+        partial = root.with_name(root.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        started = time.perf_counter()
+        generate(partial, bundles, brokers, snapshots)
+        shutil.rmtree(root, ignore_errors=True)
+        partial.rename(root)
+        (root / "DONE").touch()
+        print(f"  (generated {root} in {time.perf_counter() - started:.0f} s, not timed)")
+    samples = pq.ParquetDataset(root / "bundles").read(columns=["snapshot_id"]).num_rows
+    return root, samples
+
+
+def spark_averages(spark: SparkSession, root: Path) -> float:
     started = time.perf_counter()
-    frame = read_table(spark, root, "bundles", ["bench"], T0 + timedelta(days=3650))
-    bundle_averages(frame, Averaging(), T0).write.format("noop").mode("overwrite").save()
+    frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
+    bundle_averages(frame, Averaging(), AS_OF).write.format("noop").mode("overwrite").save()
     return time.perf_counter() - started
 
 
-def pandas_averages(root: Path) -> float:
-    """The same sample-count averages, single process: rank per bundle, closed-form weights, weighted sums."""
+def pandas_averages(root: Path) -> tuple[float, pd.DataFrame]:
+    """The same averages in one process (see the module docstring)."""
     started = time.perf_counter()
-    frame = pq.read_table(root / "bundles").to_pandas()
-    frame = frame.sort_values(["bundle", "snapshot_id"], ascending=[True, False])
-    grouped = frame.groupby("bundle", sort=False)
-    rank = grouped.cumcount().to_numpy()
+    columns = ["cluster", "bundle", "snapshot_id", "broker", "topics", *RATE_COLUMNS]
+    table = pq.read_table(root / "bundles", columns=columns, filters=[("taken_at", "<=", AS_OF)])
+    frame = table.to_pandas(categories=["cluster", "bundle", "broker"], self_destruct=True)
+    del table
+    # Category codes in name order, so that sorting by code sorts by name.
+    for key in ("cluster", "bundle", "broker"):
+        frame[key] = frame[key].cat.reorder_categories(sorted(frame[key].cat.categories))
+    frame = frame.sort_values(["cluster", "bundle", "snapshot_id", "broker"], ascending=False, ignore_index=True)
+    grouped = frame.groupby(["cluster", "bundle"], sort=False, observed=True)
+    group = grouped.ngroup().to_numpy()
+    rank = grouped.cumcount().to_numpy()  # 0 = the newest sample
     count = grouped["snapshot_id"].transform("size").to_numpy()
-    columns = {}
+    result = grouped["topics"].first().to_frame()  # the newest sample's
     for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES)):
         alpha = 1.0 / samples
         weight = np.where(
@@ -84,40 +144,73 @@ def pandas_averages(root: Path) -> float:
             1.0 / count,
             np.where(rank < count - samples, alpha * (1 - alpha) ** rank, (1 - alpha) ** (count - samples) / samples),
         )
-        for column in ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out"):
-            columns[f"{prefix}_{column}"] = weight * frame[column].to_numpy()
-    pd.DataFrame(columns).groupby(frame["bundle"].to_numpy()).sum()
-    return time.perf_counter() - started
+        for column in RATE_COLUMNS:
+            # Weighted sums per group: bincount over the group numbers, which follow `result`'s order.
+            result[f"{prefix}_{column}"] = np.bincount(group, weights=weight * frame[column].to_numpy())
+        result[f"{prefix}_samples"] = np.minimum(np.bincount(group), samples)
+    return time.perf_counter() - started, result.reset_index()
+
+
+def load_average() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def largest_difference(spark: SparkSession, root: Path, expected: pd.DataFrame) -> float:
+    """The largest relative difference between Spark's and pandas' averages (untimed cross-check)."""
+    frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
+    got = bundle_averages(frame, Averaging(), AS_OF).toPandas()
+    both = expected.merge(got, on=["cluster", "bundle"], suffixes=("_pandas", "_spark"), validate="1:1")
+    assert len(both) == len(expected) == len(got)
+    worst = 0.0
+    for column in [c for c in got.columns if c not in ("cluster", "bundle")]:
+        a, b = both[f"{column}_pandas"].to_numpy(float), both[f"{column}_spark"].to_numpy(float)
+        worst = max(worst, float(np.max(np.abs(a - b) / np.maximum(1.0, np.maximum(np.abs(a), np.abs(b))))))
+    return worst
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundles", type=int, default=10_000)
+    parser.add_argument("--brokers", type=int, default=20)
     parser.add_argument("--snapshots", type=int, default=5_000)
-    parser.add_argument("--skip-pandas", action="store_true")
+    parser.add_argument("--factors", default="1,2", help="sizes as multiples of --snapshots (default 1,2)")
+    # pandas holds about 180 bytes a sample at its peak (9 GB for 50 M): bigger sizes run Spark only.
+    parser.add_argument("--pandas-max-samples", type=float, default=60e6)
+    parser.add_argument("--driver-memory", default="4g", help="Spark driver (and, in local mode, executor) heap")
     args = parser.parse_args()
+    factors = [float(f) for f in args.factors.split(",")]
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # The JVM starts with the session: its heap can only be set this way from an in-process session.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
+    data = [dataset(args.bundles, args.brokers, round(args.snapshots * f)) for f in factors]
+    print(f"machine before: {load_average()}")
     spark = spark_session("local[2]", "bench-averages")
-    workspace = Path(tempfile.mkdtemp(prefix="bench-averages-"))
+    rows = []
     try:
-        timings = {}
-        for factor in (1, 2):
-            root = workspace / f"x{factor}"
-            started = time.perf_counter()
-            generate(root, args.bundles, args.snapshots * factor)
-            samples = args.bundles * args.snapshots * factor
-            print(f"{samples / 1e6:.0f} M samples generated in {time.perf_counter() - started:.0f} s")
-            spark_averages(spark, root)  # warm-up: JIT, file listing caches
-            timings[factor] = spark_averages(spark, root)
-            print(f"  Spark local[2]: {timings[factor]:.1f} s")
-            if factor == 1 and not args.skip_pandas:
-                pandas_time = pandas_averages(root)
-                print(f"  pandas, one process: {pandas_time:.1f} s ({pandas_time / timings[1]:.1f}x Spark's time)")
-            shutil.rmtree(root)
-        print(f"doubling the data: {timings[2] / timings[1]:.2f}x the time")
+        for root, samples in data:
+            spark_averages(spark, root)  # warm-up: JIT, file listing
+            spark_time = spark_averages(spark, root)
+            pandas_time = None
+            if samples <= args.pandas_max_samples:
+                pandas_time, expected = pandas_averages(root)
+                difference = largest_difference(spark, root, expected)
+                del expected
+            rows.append((samples, spark_time, pandas_time))
+            if pandas_time is None:
+                print(f"{samples / 1e6:7.1f} M samples: Spark local[2] {spark_time:6.1f} s, pandas not run (memory)")
+            else:
+                print(
+                    f"{samples / 1e6:7.1f} M samples: Spark local[2] {spark_time:6.1f} s, pandas {pandas_time:6.1f} s, "
+                    f"Spark {pandas_time / spark_time:.2f}x faster (results agree within {difference:.1e} relative)"
+                )
     finally:
         spark.stop()
-        shutil.rmtree(workspace, ignore_errors=True)
+    for (small, small_time, _), (large, large_time, _) in itertools.pairwise(rows):
+        print(
+            f"{small / 1e6:.1f} M -> {large / 1e6:.1f} M samples ({large / small:.2f}x the data): "
+            f"Spark {large_time / small_time:.2f}x the time"
+        )
+    print(f"machine after: {load_average()}")
 
 
 if __name__ == "__main__":
