@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -15,3 +16,6 @@ def spark():
     session = spark_session("local[2]", "pulsar-rebalance-tests")
     yield session
     session.stop()
+    # py4j's connections log their closing when collected at interpreter exit, after pytest closed the
+    # captured streams ("Logging error ... I/O operation on closed file"); nothing is wrong, so stay quiet.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
