@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from planner.admin_client import AdminError, PulsarAdminClient
 from planner.bundles.bundle_range import namespace_of
-from planner.errors import InputError
+from planner.errors import InputError, NotFoundError
 from planner.load_manager_shared import is_system_service_namespace
 from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
 from planner.samples import read_samples, write_snapshot_samples
@@ -192,7 +192,7 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
     with store.session() as session:
         snapshot = session.get(Snapshot, snapshot_id)
         if snapshot is None:
-            raise InputError(f"unknown snapshot {snapshot_id}")
+            raise NotFoundError(f"unknown snapshot {snapshot_id}")
         cluster = snapshot.cluster.name
         archive_path = Path(snapshot.archive_path)
         recent = {

@@ -29,7 +29,7 @@ from sqlalchemy import select
 
 from planner.admin_client import AdminError, PulsarAdminClient
 from planner.bundles.bundle_range import BundleName
-from planner.errors import InputError
+from planner.errors import InputError, NotFoundError
 from planner.planning import actions_hash
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, AuditEvent, Plan, RecentlyUnloaded, utc_now
@@ -81,7 +81,7 @@ def record_decision(
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
-            raise InputError(f"unknown plan {plan_id}")
+            raise NotFoundError(f"unknown plan {plan_id}")
         existing = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
         if existing is not None:
             return  # a retried task: the decision was recorded already
@@ -149,7 +149,7 @@ def execute_plan(
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
-            raise InputError(f"unknown plan {plan_id}")
+            raise NotFoundError(f"unknown plan {plan_id}")
         cluster = plan.cluster.name
         approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
         if approval is None or approval.decision != "approved":

@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from planner.collector import cluster_row
-from planner.errors import InputError
+from planner.errors import NotFoundError
 from planner.planning import actions_hash
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, utc_now
@@ -168,7 +168,7 @@ def show_plan(store: Store, plan_id: int) -> dict[str, Any]:
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
-            raise InputError(f"unknown plan {plan_id}")
+            raise NotFoundError(f"unknown plan {plan_id}")
         return {
             "id": plan.id,
             "status": plan.status,
@@ -187,7 +187,7 @@ def record_measurement(
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
-            raise InputError(f"unknown plan {plan_id}")
+            raise NotFoundError(f"unknown plan {plan_id}")
         session.add(
             PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
         )

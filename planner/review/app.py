@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from planner.errors import InputError
+from planner.errors import InputError, NotFoundError
 from planner.review.charts import history_chart, plan_chart
 from planner.review.queries import (
     MAX_PER_PAGE,
@@ -85,8 +85,7 @@ def _input(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return function(*args, **kwargs)
     except InputError as error:
-        code = 404 if str(error).startswith("unknown") else 400
-        raise HTTPException(status_code=code, detail=str(error)) from error
+        raise HTTPException(status_code=404 if isinstance(error, NotFoundError) else 400, detail=str(error)) from error
 
 
 def create_app(store: Callable[[], Store], home: Callable[[], Path], dependencies: Sequence[Any]) -> FastAPI:

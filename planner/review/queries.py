@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Select, func, select
 
 from planner.config import PulsarConfig
-from planner.errors import InputError
+from planner.errors import InputError, NotFoundError
 from planner.samples import broker_load, read_samples
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement
@@ -114,7 +114,7 @@ def plan_detail(store: Store, plan_id: int) -> dict[str, Any]:
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
-            raise InputError(f"unknown plan {plan_id}")
+            raise NotFoundError(f"unknown plan {plan_id}")
         approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
         attempts: dict[int, list[dict[str, Any]]] = {}
         for sequence, execution in session.execute(
@@ -193,7 +193,7 @@ def cluster_history(store: Store, home: Path, cluster: str, since: datetime) -> 
     """Per-broker score and msg/s per snapshot since a time, and the plan executions in that time."""
     with store.session() as session:
         if session.scalar(select(Cluster.id).where(Cluster.name == cluster)) is None:
-            raise InputError(f"unknown cluster {cluster!r}")
+            raise NotFoundError(f"unknown cluster {cluster!r}")
         executions = [
             {"plan": event.plan_id, "at": _iso(event.at), "status": event.details.get("status")}
             for event in session.scalars(
