@@ -29,7 +29,7 @@ from planner.load_manager_shared import is_system_service_namespace
 from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
 from planner.samples import read_samples, write_snapshot_samples
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Cluster, RecentlyUnloaded, Snapshot
+from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
 from planner.time_average import update_bundle_data
 
 logger = logging.getLogger(__name__)
@@ -165,11 +165,13 @@ def collect(
             written.extend(write_snapshot_samples(home, cluster, snapshot.id, taken_at, reports))
             snapshot.archive_path = str(archive_path)
             session.add(
-                AuditEvent(
-                    cluster=cluster,
-                    actor=actor,
-                    event="snapshot.collected",
-                    details={"snapshot": snapshot.id, "brokers": len(reports), "missing": sorted(missing)},
+                audit_event(
+                    cluster,
+                    actor,
+                    "snapshot.collected",
+                    snapshot=snapshot.id,
+                    brokers=len(reports),
+                    missing=sorted(missing),
                 )
             )
             snapshot_id = snapshot.id

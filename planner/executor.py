@@ -32,7 +32,7 @@ from planner.bundles.bundle_range import BundleName
 from planner.errors import InputError, NotFoundError
 from planner.planning import actions_hash
 from planner.store.database import Store
-from planner.store.models import ActionExecution, Approval, AuditEvent, Plan, RecentlyUnloaded, utc_now
+from planner.store.models import ActionExecution, Approval, Plan, RecentlyUnloaded, audit_event, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class ExecutionReport:
 
 
 def _audit(session: Any, cluster: str, actor: str, event: str, **details: Any) -> None:
-    session.add(AuditEvent(cluster=cluster, actor=actor, event=event, plan_id=details.get("plan"), details=details))
+    session.add(audit_event(cluster, actor, event, **details))
 
 
 def record_decision(

@@ -19,7 +19,7 @@ from planner.collector import cluster_row
 from planner.errors import NotFoundError
 from planner.planning import actions_hash
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, utc_now
+from planner.store.models import Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, audit_event, utc_now
 
 
 class StaleStateError(RuntimeError):
@@ -119,12 +119,14 @@ def commit_plan(
                 )
             )
         session.add(
-            AuditEvent(
-                cluster=cluster_name,
-                actor=actor,
-                event="plan.created",
-                plan_id=row.id,
-                details={"plan": row.id, "actions": len(actions), "strategy": strategy, "runKey": run_key},
+            audit_event(
+                cluster_name,
+                actor,
+                "plan.created",
+                plan=row.id,
+                actions=len(actions),
+                strategy=strategy,
+                runKey=run_key,
             )
         )
         plan_id = row.id
@@ -191,12 +193,4 @@ def record_measurement(
         session.add(
             PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
         )
-        session.add(
-            AuditEvent(
-                cluster=plan.cluster.name,
-                actor=actor,
-                event="plan.measured",
-                plan_id=plan_id,
-                details={"plan": plan_id, "snapshot": snapshot_id},
-            )
-        )
+        session.add(audit_event(plan.cluster.name, actor, "plan.measured", plan=plan_id, snapshot=snapshot_id))

@@ -151,6 +151,11 @@ class AuditEvent(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
+def audit_event(cluster: str | None, actor: str, event: str, **details: Any) -> AuditEvent:
+    """An audit row; one about a plan (a `plan` detail) is linked to it, so the plan's trail reads by index."""
+    return AuditEvent(cluster=cluster, actor=actor, event=event, plan_id=details.get("plan"), details=details)
+
+
 class PlanMeasurement(Base):
     """The cluster's load measured after a plan ran: per broker score, msg/s and bytes/s."""
 
