@@ -38,6 +38,8 @@ _PARSER_DEPTH_MESSAGE = "recursion limit exceeded"
 
 # Pulsar's counters and timestamps are Java longs; a larger value cannot come from a broker.
 JAVA_LONG_MAX = 2**63 - 1
+# TimeAverageMessageData's sample counts are Java ints.
+JAVA_INT_MAX = 2**31 - 1
 
 _BROKER_ID_PATTERN = re.compile(r"\S+:\d{1,5}")
 
@@ -137,8 +139,8 @@ class LocalBrokerData(PulsarRecord):
 class TimeAverageMessageData(PulsarRecord):
     """A moving average of a bundle's traffic; see `planner.time_average` for the update rule."""
 
-    max_samples: Annotated[int, Strict(), Field(ge=1)] = NUM_SHORT_SAMPLES
-    num_samples: Count = 0
+    max_samples: Annotated[int, Strict(), Field(ge=1, le=JAVA_INT_MAX)] = NUM_SHORT_SAMPLES
+    num_samples: Annotated[int, Strict(), Field(ge=0, le=JAVA_INT_MAX)] = 0
     msg_throughput_in: Rate = 0.0
     msg_throughput_out: Rate = 0.0
     msg_rate_in: Rate = 0.0
