@@ -188,8 +188,9 @@ def main() -> None:
     rows = []
     try:
         for root, samples in data:
-            spark_averages(spark, root)  # warm-up: JIT, file listing
+            warm_up_time = spark_averages(spark, root)  # JIT, file listing
             spark_time = spark_averages(spark, root)
+            print(f"  Spark warm-up run {warm_up_time:.1f} s, timed run {spark_time:.1f} s", flush=True)
             pandas_time = None
             if samples <= args.pandas_max_samples:
                 pandas_time, expected = pandas_averages(root)
