@@ -6,14 +6,15 @@ doubling the data at most 2.2x the time. Prints the figures per size.
 The history: `--bundles` bundles on `--brokers` brokers, `--snapshots` snapshots one minute apart, each
 sampling every bundle, except that the first broker's report is missing from every 97th snapshot (its
 bundles get a gap there, as in a partial snapshot). Rows are in the collector's layout (`BUNDLE_SCHEMA`,
-`bundles/cluster=<name>/date=<YYYY-MM-DD>/`), one file per hour of snapshots as a compacted history
-would be. Data sets are generated once and kept in ~/.cache/pulsar-rebalance/bench; generation is
-never timed.
+`bundles/cluster=<name>/date=<YYYY-MM-DD>/`, and the `brokers` table beside it, one row per report),
+one file per hour of snapshots as a compacted history would be. Data sets are generated once and kept
+in ~/.cache/pulsar-rebalance/bench; generation is never timed.
 
 Both sides compute the same thing from the same Parquet files: per (cluster, bundle), Pulsar's
 short- and long-term sample-count averages of the four rates, the sample counts and the latest topic
 count, the samples in the collector's replay order (snapshot id, then broker).
-- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it, written to a no-op sink.
+- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it (it also reads the small brokers table,
+  to tell a missing report from a gap), written to a no-op sink.
 - pandas: one process, vectorised (pandas and NumPy, no Python loop over rows); reads only the columns
   it needs with pyarrow (string keys as categoricals), sorts by (cluster, bundle, snapshot id, broker),
   numbers each bundle's samples from the newest (groupby cumcount), applies the same closed-form weights
@@ -38,9 +39,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from planner.samples import BUNDLE_SCHEMA
+from planner.samples import BROKER_SCHEMA, BUNDLE_SCHEMA
 from spark_jobs.plan_job import (
     LONG_SAMPLES,
     RATE_COLUMNS,
@@ -98,26 +99,66 @@ def generate(root: Path, bundles: int, brokers: int, snapshots: int, seed: int =
         pq.write_table(table, out / f"part-{first:08d}.parquet", compression="zstd")
 
 
+def generate_brokers(root: Path, brokers: int, snapshots: int) -> None:
+    """The brokers table beside the bundles: one row per broker and snapshot it reported in (the same gaps)."""
+    broker_names = np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
+    for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
+        count = min(SNAPSHOTS_PER_FILE, snapshots - first)
+        snapshot = np.repeat(np.arange(first, first + count), brokers)
+        broker = np.tile(np.arange(brokers), count)
+        keep = ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (broker == 0))
+        snapshot, broker = snapshot[keep], broker[keep]
+        taken = T0 + timedelta(minutes=first)
+        columns = {
+            "snapshot_id": snapshot + 1,
+            "taken_at": pa.array((snapshot - first) * 60_000 + int(taken.timestamp() * 1000)).cast(
+                pa.timestamp("ms", tz="UTC")
+            ),
+            "broker": pa.array(broker_names[broker]),
+        }
+        table = pa.table(
+            {
+                field.name: columns.get(field.name, pa.nulls(len(snapshot), field.type))
+                for field in BROKER_SCHEMA
+            },
+            schema=BROKER_SCHEMA,
+        )
+        out = root / "brokers" / "cluster=bench" / f"date={taken.date().isoformat()}"
+        out.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out / f"part-{first:08d}.parquet", compression="zstd")
+
+
 def dataset(bundles: int, brokers: int, snapshots: int) -> tuple[Path, int]:
     """The cached data set (generated if missing) and its sample count."""
     root = CACHE / f"bundles{bundles}-brokers{brokers}-snapshots{snapshots}-v2"
+    if (root / "DONE").exists() and not (root / "BROKERS_DONE").exists():  # cached before brokers were written
+        shutil.rmtree(root / "brokers", ignore_errors=True)
+        generate_brokers(root, brokers, snapshots)
+        (root / "BROKERS_DONE").touch()
     if not (root / "DONE").exists():
         partial = root.with_name(root.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         started = time.perf_counter()
         generate(partial, bundles, brokers, snapshots)
+        generate_brokers(partial, brokers, snapshots)
         shutil.rmtree(root, ignore_errors=True)
         partial.rename(root)
         (root / "DONE").touch()
+        (root / "BROKERS_DONE").touch()
         print(f"  (generated {root} in {time.perf_counter() - started:.0f} s, not timed)")
     samples = pq.ParquetDataset(root / "bundles").read(columns=["snapshot_id"]).num_rows
     return root, samples
 
 
+def spark_bundle_averages(spark: SparkSession, root: Path) -> DataFrame:
+    """Spark's averages as the job computes them, from the bundles and brokers tables."""
+    frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
+    return bundle_averages(frame, Averaging(), AS_OF, read_table(spark, root, "brokers", ["bench"], AS_OF))
+
+
 def spark_averages(spark: SparkSession, root: Path) -> float:
     started = time.perf_counter()
-    frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
-    bundle_averages(frame, Averaging(), AS_OF).write.format("noop").mode("overwrite").save()
+    spark_bundle_averages(spark, root).write.format("noop").mode("overwrite").save()
     return time.perf_counter() - started
 
 
@@ -157,8 +198,7 @@ def load_average() -> str:
 
 def largest_difference(spark: SparkSession, root: Path, expected: pd.DataFrame) -> float:
     """The largest relative difference between Spark's and pandas' averages (untimed cross-check)."""
-    frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
-    got = bundle_averages(frame, Averaging(), AS_OF).toPandas()
+    got = spark_bundle_averages(spark, root).toPandas()
     both = expected.merge(got, on=["cluster", "bundle"], suffixes=("_pandas", "_spark"), validate="1:1")
     assert len(both) == len(expected) == len(got)
     worst = 0.0

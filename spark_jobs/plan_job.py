@@ -6,10 +6,12 @@ Averaging modes:
 - `pulsar`: Pulsar's sample-count rule (10 short-term, 1000 long-term samples), the samples of each
   bundle replayed in time order (snapshot id, then broker). The recurrence has a closed form: a bundle
   with m samples gives the sample r places from the newest the weight 1/m when m <= N, else
-  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N. The ranks r
-  come without sorting the samples: a first pass keeps, per bundle and 64 snapshot ids, a bit mask of
-  the ids it has samples for; the second joins it (broadcast) and sums the weighted samples per bundle.
-  Only a bundle with two samples under one snapshot id (two brokers reported it) is ranked by a sort.
+  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N. One read
+  of the samples sums them per bundle and chunk of 64 snapshot ids, plainly and decayed by position;
+  from those sums alone follows each chunk whose rows all weigh the same, or whose rows' ranks are its
+  positions (no gap but where the broker's report is missing, one row per snapshot). The rest, a few
+  chunks per bundle at most (where the oldest N begin, gaps, two brokers reporting the bundle in one
+  snapshot), have their rows read again, from the files holding them, and ranked by a sort.
 - `window`: plain means over wall-clock windows ending at the plan time (short and long window).
 
 Usage models: each broker's CPU and NIC usage as background plus costs per msg/s and per byte/s,
@@ -26,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +45,10 @@ SHORT_SAMPLES = 10
 LONG_SAMPLES = 1000
 # A chunk is 2**CHUNK_BITS consecutive snapshot ids: one 64-bit mask says which of them a bundle has rows in.
 CHUNK_BITS = 6
+CHUNK_SIZE = 1 << CHUNK_BITS
+HORIZONS = (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES))
+# Chunks whose rows are ranked one by one are joined to their rows by broadcast up to this many (~100 MB).
+BROADCAST_MOST_CHUNKS = 2_000_000
 RATE_COLUMNS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
 JSON_NAMES = {
     "msg_rate_in": "msgRateIn",
@@ -110,30 +118,109 @@ def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Col
     )
 
 
-def _rank_chunks(bundles: DataFrame) -> DataFrame:
-    """Per (cluster, bundle, chunk of 64 snapshot ids): which ids have a row (a bit mask), how many rows,
-    how many of the bundle's rows are in newer chunks, the bundle's row count and whether every chunk of
-    the bundle has at most one row per snapshot id.
-
-    A row's rank (how many of its bundle's rows are newer) is then the rows in newer chunks plus the mask
-    bits above its own: no sort of the samples, and the table is about 1/64 of their size.
-    """
-    chunks = bundles.groupBy("cluster", "bundle", F.shiftright("snapshot_id", CHUNK_BITS).alias("chunk")).agg(
-        F.count(F.lit(1)).alias("rows"),
-        # SQL: the Python shift helpers take a constant shift only.
-        F.bit_or(F.expr(f"shiftleft(1L, snapshot_id & {(1 << CHUNK_BITS) - 1})")).alias("mask"),
+def broker_presence(brokers: DataFrame) -> DataFrame:
+    """Per (cluster, broker, chunk): a bit mask of the snapshot ids the broker's load report is in."""
+    return brokers.groupBy("cluster", "broker", F.shiftright("snapshot_id", CHUNK_BITS).alias("chunk")).agg(
+        F.bit_or(F.expr(f"shiftleft(1L, snapshot_id & {CHUNK_SIZE - 1})")).alias("reported")
     )
+
+
+def _chunk_sums(bundles: DataFrame, presence: DataFrame | None) -> DataFrame:
+    """Pass 1, the only full read: per (cluster, bundle, chunk of 64 snapshot ids), the row count, a bit mask
+    of the ids with rows, the newest row's topics, and per rate the plain sum and, per horizon, the sum
+    weighted by (1 - 1/N)^k, where k counts the snapshot ids above the row that the row's broker reported in.
+
+    Where the bundle has a row in every snapshot its broker reported in between the chunk's oldest and
+    newest row, k is the row's rank within the chunk plus a constant, so the weighted sum is exact.
+    """
+    keyed = bundles.withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS)).withColumn(
+        "offset", F.col("snapshot_id").bitwiseAND(CHUNK_SIZE - 1)
+    )
+    if presence is None:  # as if every broker reported in every snapshot
+        keyed = keyed.withColumn("reported", F.lit(-1).cast("long"))
+    else:
+        keyed = keyed.join(F.broadcast(presence), ["cluster", "broker", "chunk"], "left")
+    # Two shifts: a Java shift by 64 is a shift by 0.
+    reported_above = F.expr("bit_count(shiftrightunsigned(shiftrightunsigned(reported, offset), 1))")
+    aggregations = [
+        F.count(F.lit(1)).alias("rows"),
+        F.bit_or(F.expr("shiftleft(1L, offset)")).alias("mask"),
+        F.min("offset").alias("lowest"),
+        F.max("offset").alias("highest"),
+        F.min("reported").alias("reported"),
+        F.max("reported").alias("reported_max"),
+        F.min(F.col("reported").isNotNull()).alias("all_reported"),
+        F.max_by("topics", "snapshot_id").alias("topics"),
+        *[F.sum(c).alias(f"plain_{c}") for c in RATE_COLUMNS],
+    ]
+    for prefix, samples in HORIZONS:
+        decay = F.pow(F.lit(1 - 1 / samples), F.col("reported_above"))
+        aggregations += [F.sum(F.col(c) * decay).alias(f"{prefix}_decayed_{c}") for c in RATE_COLUMNS]
+    return keyed.withColumn("reported_above", reported_above).groupBy("cluster", "bundle", "chunk").agg(*aggregations)
+
+
+def _chunk_terms(chunks: DataFrame) -> DataFrame:
+    """Each chunk's share of its bundle's averages, where its sums determine it; `needs_rows` marks the
+    chunks whose rows must be ranked one by one (see `bundle_averages`)."""
     by_bundle = Window.partitionBy("cluster", "bundle")
     newer_chunks = by_bundle.orderBy(F.col("chunk").desc()).rowsBetween(Window.unboundedPreceding, -1)
+    chunks = chunks.withColumn("newer", F.coalesce(F.sum("rows").over(newer_chunks), F.lit(0))).withColumn(
+        "count", F.sum("rows").over(by_bundle)
+    )
+    distinct_ids = F.col("rows") == F.bit_count("mask")
+    span = F.expr("shiftrightunsigned(-1L, 63 - highest) & shiftleft(-1L, lowest)")
+    # Every snapshot the broker reported in, from the oldest row to the newest, has one row: no gaps.
+    exact = (
+        distinct_ids
+        & F.col("all_reported")
+        & (F.col("reported") == F.col("reported_max"))
+        & (F.col("mask") == F.col("reported").bitwiseAND(span))
+    )
+    reported_after_newest = F.expr("bit_count(shiftrightunsigned(shiftrightunsigned(reported, highest), 1))")
+    needs_rows = ~distinct_ids  # two rows for one snapshot id: their order is by broker
+    terms = []
+    for prefix, samples in HORIZONS:
+        alpha, threshold = 1.0 / samples, F.col("count") - samples
+        # The oldest `samples` rows, or all of a bundle with fewer, weigh the same.
+        uniform = (F.col("count") <= samples) | (F.col("newer") >= threshold)
+        decayed = F.col("newer") + F.col("rows") <= threshold
+        needs_rows = needs_rows | ~(uniform | (decayed & exact))
+        uniform_weight = F.when(F.col("count") <= samples, 1.0 / F.col("count")).otherwise(
+            alpha * F.pow(F.lit(1 - alpha), threshold)
+        )
+        decay = alpha * F.pow(F.lit(1 - alpha), F.col("newer") - reported_after_newest)
+        terms += [
+            F.when(uniform, uniform_weight * F.col(f"plain_{c}"))
+            .otherwise(decay * F.col(f"{prefix}_decayed_{c}"))
+            .alias(f"{prefix}_{c}")
+            for c in RATE_COLUMNS
+        ]
+        terms.append(F.least(F.col("count"), F.lit(samples)).alias(f"{prefix}_samples"))
     return chunks.select(
         "cluster",
         "bundle",
         "chunk",
-        "mask",
-        F.coalesce(F.sum("rows").over(newer_chunks), F.lit(0)).alias("newer"),
-        F.sum("rows").over(by_bundle).alias("count"),
-        F.min(F.col("rows") == F.bit_count("mask")).over(by_bundle).alias("distinct_ids"),
+        "newer",
+        "count",
+        needs_rows.alias("needs_rows"),
+        F.when(F.col("newer") == 0, F.col("topics")).alias("topics"),
+        *terms,
     )
+
+
+def _snapshot_ranges(chunk_ids: Sequence[int], most: int = 32) -> F.Column:
+    """A filter on snapshot_id for the chunks, as ranges Parquet row-group statistics can skip files by."""
+    ranges: list[list[int]] = []
+    for chunk in sorted(chunk_ids):
+        if ranges and chunk == ranges[-1][1] + 1:
+            ranges[-1][1] = chunk
+        else:
+            ranges.append([chunk, chunk])
+    if len(ranges) > most:
+        ranges = [[ranges[0][0], ranges[-1][1]]]
+    snapshot = F.col("snapshot_id")
+    conditions = [snapshot.between(first << CHUNK_BITS, ((last + 1) << CHUNK_BITS) - 1) for first, last in ranges]
+    return reduce(operator.or_, conditions)
 
 
 def _sample_count_averages(ranked: DataFrame) -> DataFrame:
@@ -141,10 +228,10 @@ def _sample_count_averages(ranked: DataFrame) -> DataFrame:
     # The weights in a projection first: computed once per row, not once per averaged column.
     weights = [
         _sample_count_weight(F.col("count"), F.col("rank"), samples).alias(f"{prefix}_weight")
-        for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES))
+        for prefix, samples in HORIZONS
     ]
     aggregations = [F.max(F.when(F.col("rank") == 0, F.col("topics"))).alias("topics")]
-    for prefix, samples in (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES)):
+    for prefix, samples in HORIZONS:
         weight = F.col(f"{prefix}_weight")
         aggregations += [F.sum(weight * F.col(c)).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
         aggregations.append(F.least(F.max("count"), F.lit(samples)).alias(f"{prefix}_samples"))
@@ -155,11 +242,14 @@ def _sample_count_averages(ranked: DataFrame) -> DataFrame:
     )
 
 
-def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -> DataFrame:
+def bundle_averages(
+    bundles: DataFrame, averaging: Averaging, as_of: datetime, brokers: DataFrame | None = None
+) -> DataFrame:
     """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count.
 
     Samples are in the order the collector replays them: by snapshot id, then broker (a bundle two
-    brokers reported in one snapshot gets two samples).
+    brokers reported in one snapshot gets two samples). `brokers` (the brokers table) says which
+    snapshots each broker reported in, so that a snapshot without its broker's report is no gap.
     """
     if averaging.mode != "pulsar":
         aggregations = [F.max_by("topics", F.struct("snapshot_id", "broker")).alias("topics")]
@@ -169,30 +259,38 @@ def bundle_averages(bundles: DataFrame, averaging: Averaging, as_of: datetime) -
             aggregations.append(F.count(F.when(inside, F.lit(1))).alias(f"{prefix}_samples"))
         return bundles.groupBy("cluster", "bundle").agg(*aggregations)
 
-    # Pass 1 is small (about one row per bundle and 64 snapshots): materialise it once for both uses.
-    chunks = _rank_chunks(bundles).localCheckpoint()
-    keyed = bundles.withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS))
-    regular = chunks.where("distinct_ids")
-    # Two shifts: a Java shift by 64 is a shift by 0.
-    newer_in_chunk = F.expr(
-        f"bit_count(shiftrightunsigned(shiftrightunsigned(mask, snapshot_id & {(1 << CHUNK_BITS) - 1}), 1))"
-    )
-    averages = _sample_count_averages(
-        keyed.join(F.broadcast(regular), ["cluster", "bundle", "chunk"]).withColumn(
-            "rank", F.col("newer") + newer_in_chunk
+    presence = broker_presence(brokers) if brokers is not None else None
+    # Small (about one row per bundle and 64 snapshots): materialised once for its three uses.
+    terms = _chunk_terms(_chunk_sums(bundles, presence)).localCheckpoint()
+    columns = ["topics", *(f"{p}_{c}" for p, _ in HORIZONS for c in RATE_COLUMNS), "short_samples", "long_samples"]
+    parts = [terms.where(~F.col("needs_rows")).select("cluster", "bundle", *columns)]
+    needed = terms.where("needs_rows").select("cluster", "bundle", "chunk", "newer", "count")
+    chunk_ids = [row["chunk"] for row in needed.select("chunk").distinct().collect()]
+    if chunk_ids:
+        # Pass 2, over the files holding those chunks only: rank their rows by a sort within each chunk.
+        if needed.count() <= BROADCAST_MOST_CHUNKS:
+            needed = F.broadcast(needed)
+        rows = (
+            bundles.where(_snapshot_ranges(chunk_ids))
+            .withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS))
+            .join(needed, ["cluster", "bundle", "chunk"])
+        )
+        within_chunk = Window.partitionBy("cluster", "bundle", "chunk").orderBy(
+            F.col("snapshot_id").desc(), F.col("broker").desc()
+        )
+        ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
+        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns))
+    summed = [F.sum(c).alias(c) for c in columns if c not in ("topics", "short_samples", "long_samples")]
+    return (
+        reduce(DataFrame.unionByName, parts)
+        .groupBy("cluster", "bundle")
+        .agg(
+            F.max("topics").alias("topics"),
+            *summed,
+            F.max("short_samples").alias("short_samples"),
+            F.max("long_samples").alias("long_samples"),
         )
     )
-    irregular = chunks.where(~F.col("distinct_ids")).select("cluster", "bundle").distinct()
-    if irregular.isEmpty():
-        return averages
-    # A bundle with two rows for one snapshot id (two brokers reported it): rank its rows with a sort.
-    rows = bundles.join(F.broadcast(irregular), ["cluster", "bundle"])
-    by_bundle = Window.partitionBy("cluster", "bundle")
-    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc(), F.col("broker").desc())
-    ranked = rows.withColumn("rank", F.row_number().over(newest_first) - 1).withColumn(
-        "count", F.count(F.lit(1)).over(by_bundle)
-    )
-    return averages.unionByName(_sample_count_averages(ranked))
 
 
 _MODEL_COLUMNS = (
@@ -352,7 +450,7 @@ def plan_clusters(
     latest_stats = bundles.join(latest_brokers.select("cluster", "latest_snapshot").distinct(), "cluster").where(
         F.col("snapshot_id") == F.col("latest_snapshot")
     )
-    averages = bundle_averages(bundles, averaging, as_of)
+    averages = bundle_averages(bundles, averaging, as_of, brokers)
 
     broker_columns = [c for c in brokers.columns if c not in ("cluster", "date", "taken_at", "latest_snapshot")]
     average_columns = [c for c in averages.columns if c != "cluster"]

@@ -103,7 +103,9 @@ RATE_FIELDS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughp
 def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
     """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
     10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
-    (two samples each, broker order), snapshot ids with jumps and snapshots taken at the same time."""
+    (two samples each, broker order), one on a broker whose report is missing from some snapshots,
+    snapshot ids with jumps and snapshots taken at the same time; with the brokers table telling which
+    snapshots each broker reported in, and without it."""
     rng = random.Random(5)
     snapshots = 1150
 
@@ -117,9 +119,12 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
             "came-and-went": 100 <= index < 113,
             "gappy": index % 7 != 3 and not 500 <= index < 700,
             "moving": True,
+            "unreported": True,
         }[name]
 
     def owners(name, index):
+        if name == "unreported":  # its broker's report is missing from some snapshots
+            return [] if index % 5 == 2 or 800 <= index < 830 else ["c:8080"]
         if name != "moving":
             return ["a:8080"]
         return ["a:8080"] if index < 600 else ["a:8080", "b:8080"] if index < 603 else ["b:8080"]
@@ -128,11 +133,12 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
     for index in range(snapshots):
         snapshot_id = 1 + index + (index // 300) * 37  # id jumps, as when other clusters take ids in between
         taken_at = T0 + timedelta(minutes=index // 2)  # two snapshots a minute: ties in time
-        per_broker = {"a:8080": {}, "b:8080": {}}
+        per_broker = {"a:8080": {}, "b:8080": {}, "c:8080": {}}
         for cluster in ("irr", "other"):
             if cluster == "other" and index % 50:
                 continue
-            for name in ("steady", "late", "ten", "thousand", "thousand-one", "came-and-went", "gappy", "moving"):
+            names = ("steady", "late", "ten", "thousand", "thousand-one", "came-and-went", "gappy", "moving")
+            for name in (*names, "unreported"):
                 if not present(name, index) or (cluster == "other" and name != "steady"):
                     continue
                 for owner in owners(name, index):
@@ -150,20 +156,24 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
                     )
             reports = {owner: broker(bundles=stats, last_stats=stats) for owner, stats in per_broker.items() if stats}
             write_snapshot_samples(tmp_path, cluster, snapshot_id, taken_at, reports)
-            per_broker = {"a:8080": {}, "b:8080": {}}
+            per_broker = {"a:8080": {}, "b:8080": {}, "c:8080": {}}
 
     as_of = T0 + timedelta(days=1)
     frame = read_table(spark, samples_root(tmp_path), "bundles", ["irr", "other"], as_of)
-    got = {(r["cluster"], r["bundle"]): r for r in bundle_averages(frame, Averaging(), as_of).collect()}
+    brokers = read_table(spark, samples_root(tmp_path), "brokers", ["irr", "other"], as_of)
     expected = replay_in_collector_order(rows)
-    assert set(got) == set(expected) and len(got) == 9
-    for key, want in expected.items():
-        row = got[key]
-        assert row["topics"] == want.topics, key
-        for term, data in (("short", want.short_term_data), ("long", want.long_term_data)):
-            assert row[f"{term}_samples"] == data.num_samples, (key, term)
-            for field in RATE_FIELDS:
-                assert close(row[f"{term}_{field}"], getattr(data, field)), (key, term, field)
+    assert len(expected) == 10
+    for label, with_brokers in (("with the brokers table", brokers), ("without", None)):
+        averages = bundle_averages(frame, Averaging(), as_of, with_brokers)
+        got = {(r["cluster"], r["bundle"]): r for r in averages.collect()}
+        assert set(got) == set(expected)
+        for key, want in expected.items():
+            row = got[key]
+            assert row["topics"] == want.topics, key
+            for term, data in (("short", want.short_term_data), ("long", want.long_term_data)):
+                assert row[f"{term}_samples"] == data.num_samples, (key, term)
+                for field in RATE_FIELDS:
+                    assert close(row[f"{term}_{field}"], getattr(data, field)), (key, term, field, label)
 
 
 def test_window_averages_are_plain_means_over_wall_clock_windows(spark, tmp_path):
