@@ -32,8 +32,10 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,73 +61,69 @@ CACHE = Path.home() / ".cache" / "pulsar-rebalance" / "bench"
 AS_OF = T0 + timedelta(days=3650)
 
 
+def broker_names(brokers: int) -> np.ndarray:
+    return np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
+
+
+def hours(snapshots: int, members: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Per file (an hour of snapshots): its first snapshot, and each row's snapshot and member (bundle or broker)."""
+    for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
+        count = min(SNAPSHOTS_PER_FILE, snapshots - first)
+        yield first, np.repeat(np.arange(first, first + count), members), np.tile(np.arange(members), count)
+
+
+def reported(snapshot: np.ndarray, broker: np.ndarray) -> np.ndarray:
+    """Whether the broker's report is in the snapshot: the first broker's is missing from every 97th."""
+    return ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (broker == 0))
+
+
+def write_hour(root: Path, table: str, first: int, columns: dict[str, Any], schema: pa.Schema) -> None:
+    """One file of `table` in the collector's layout; columns the schema has and `columns` lacks are null."""
+    snapshot = columns.pop("snapshot")
+    taken = T0 + timedelta(minutes=first)
+    columns["snapshot_id"] = snapshot + 1
+    columns["taken_at"] = pa.array(int(T0.timestamp() * 1000) + snapshot * 60_000).cast(pa.timestamp("ms", tz="UTC"))
+    frame = pa.table({f.name: columns.get(f.name, pa.nulls(len(snapshot), f.type)) for f in schema}, schema=schema)
+    out = root / table / "cluster=bench" / f"date={taken.date().isoformat()}"
+    out.mkdir(parents=True, exist_ok=True)
+    pq.write_table(frame, out / f"part-{first:08d}.parquet", compression="zstd")
+
+
 def generate(root: Path, bundles: int, brokers: int, snapshots: int, seed: int = 7) -> None:
-    """Write the history under `root` (see the module docstring)."""
+    """Write the bundles table under `root` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     names = np.array([f"t{i % 20}/ns{i % 300}/0x{i:08x}_0x{i + 1:08x}" for i in range(bundles)], dtype=object)
     namespaces = np.array([n.rsplit("/", 1)[0] for n in names], dtype=object)
     owner = np.arange(bundles) % brokers
-    broker_names = np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
+    owner_names = broker_names(brokers)
     base_rate = rng.lognormal(5, 1, bundles)
-    for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
-        count = min(SNAPSHOTS_PER_FILE, snapshots - first)
-        snapshot = np.repeat(np.arange(first, first + count), bundles)
-        bundle = np.tile(np.arange(bundles), count)
-        keep = ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (owner[bundle] == 0))
+    for first, snapshot, bundle in hours(snapshots, bundles):
+        keep = reported(snapshot, owner[bundle])
         snapshot, bundle = snapshot[keep], bundle[keep]
         rate = base_rate[bundle] * rng.uniform(0.5, 1.5, len(bundle))
-        taken = T0 + timedelta(minutes=first)
-        table = pa.table(
-            {
-                "snapshot_id": snapshot + 1,
-                "taken_at": pa.array((snapshot - first) * 60_000 + int(taken.timestamp() * 1000)).cast(
-                    pa.timestamp("ms", tz="UTC")
-                ),
-                "broker": pa.array(broker_names[owner[bundle]]),
-                "bundle": pa.array(names[bundle]),
-                "namespace": pa.array(namespaces[bundle]),
-                "msg_rate_in": rate,
-                "msg_throughput_in": rate * 1000,
-                "msg_rate_out": rate * 2,
-                "msg_throughput_out": rate * 2000,
-                "consumer_count": np.zeros(len(bundle), dtype=np.int64),
-                "producer_count": np.zeros(len(bundle), dtype=np.int64),
-                "topics": np.full(len(bundle), 4, dtype=np.int64),
-            },
-            schema=BUNDLE_SCHEMA,
-        )
-        out = root / "bundles" / "cluster=bench" / f"date={taken.date().isoformat()}"
-        out.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, out / f"part-{first:08d}.parquet", compression="zstd")
+        columns = {
+            "snapshot": snapshot,
+            "broker": pa.array(owner_names[owner[bundle]]),
+            "bundle": pa.array(names[bundle]),
+            "namespace": pa.array(namespaces[bundle]),
+            "msg_rate_in": rate,
+            "msg_throughput_in": rate * 1000,
+            "msg_rate_out": rate * 2,
+            "msg_throughput_out": rate * 2000,
+            "consumer_count": np.zeros(len(bundle), dtype=np.int64),
+            "producer_count": np.zeros(len(bundle), dtype=np.int64),
+            "topics": np.full(len(bundle), 4, dtype=np.int64),
+        }
+        write_hour(root, "bundles", first, columns, BUNDLE_SCHEMA)
 
 
 def generate_brokers(root: Path, brokers: int, snapshots: int) -> None:
-    """The brokers table beside the bundles: one row per broker and snapshot it reported in (the same gaps)."""
-    broker_names = np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
-    for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
-        count = min(SNAPSHOTS_PER_FILE, snapshots - first)
-        snapshot = np.repeat(np.arange(first, first + count), brokers)
-        broker = np.tile(np.arange(brokers), count)
-        keep = ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (broker == 0))
-        snapshot, broker = snapshot[keep], broker[keep]
-        taken = T0 + timedelta(minutes=first)
-        columns = {
-            "snapshot_id": snapshot + 1,
-            "taken_at": pa.array((snapshot - first) * 60_000 + int(taken.timestamp() * 1000)).cast(
-                pa.timestamp("ms", tz="UTC")
-            ),
-            "broker": pa.array(broker_names[broker]),
-        }
-        table = pa.table(
-            {
-                field.name: columns.get(field.name, pa.nulls(len(snapshot), field.type))
-                for field in BROKER_SCHEMA
-            },
-            schema=BROKER_SCHEMA,
-        )
-        out = root / "brokers" / "cluster=bench" / f"date={taken.date().isoformat()}"
-        out.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, out / f"part-{first:08d}.parquet", compression="zstd")
+    """The brokers table beside the bundles: a row per report (only which broker reported in which snapshot)."""
+    names = broker_names(brokers)
+    for first, snapshot, broker in hours(snapshots, brokers):
+        keep = reported(snapshot, broker)
+        columns = {"snapshot": snapshot[keep], "broker": pa.array(names[broker[keep]])}
+        write_hour(root, "brokers", first, columns, BROKER_SCHEMA)
 
 
 def dataset(bundles: int, brokers: int, snapshots: int) -> tuple[Path, int]:

@@ -185,9 +185,7 @@ def _chunk_terms(chunks: DataFrame) -> DataFrame:
         uniform = (F.col("count") <= samples) | (F.col("newer") >= threshold)
         decayed = F.col("newer") + F.col("rows") <= threshold
         needs_rows = needs_rows | ~(uniform | (decayed & exact))
-        uniform_weight = F.when(F.col("count") <= samples, 1.0 / F.col("count")).otherwise(
-            alpha * F.pow(F.lit(1 - alpha), threshold)
-        )
+        uniform_weight = _sample_count_weight(F.col("count"), F.col("count"), samples)  # an oldest row's
         decay = alpha * F.pow(F.lit(1 - alpha), F.col("newer") - reported_after_newest)
         terms += [
             F.when(uniform, uniform_weight * F.col(f"plain_{c}"))
