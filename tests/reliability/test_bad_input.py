@@ -248,16 +248,20 @@ class Mutation:
     must_fail: bool
 
 
+def wrong_values_at(kind: str, path: tuple[Any, ...]) -> list[Any]:
+    """The wrong values for a "value" or "container" site."""
+    if kind == "value":
+        return bad_values_for(path)
+    return BAD_LISTS if path[-1] in BUNDLE_SETS else BAD_OBJECTS
+
+
 @st.composite
 def mutated(draw, documents: st.SearchStrategy[dict]) -> Mutation:
     document = draw(documents)
     kind, path = draw(st.sampled_from(mutation_sites(document)))
     parent = get_at(document, path[:-1])
-    if kind == "value":
-        parent[path[-1]] = draw(st.sampled_from(bad_values_for(path)))
-        return Mutation(document, expected_path(path), must_fail=True)
-    if kind == "container":
-        parent[path[-1]] = draw(st.sampled_from(BAD_LISTS if path[-1] in BUNDLE_SETS else BAD_OBJECTS))
+    if kind in ("value", "container"):
+        parent[path[-1]] = draw(st.sampled_from(wrong_values_at(kind, path)))
         return Mutation(document, expected_path(path), must_fail=True)
     bad_key = draw(st.sampled_from(KEYED_MAPS[path[-2]]))
     if bad_key in parent:
@@ -388,13 +392,9 @@ def every_single_mutation(document: dict) -> list[Mutation]:
     """Each wrong value at each value site and each wrong container, applied one at a time to `document`."""
     mutations = []
     for kind, path in mutation_sites(document):
-        if kind == "value":
-            wrong = bad_values_for(path)
-        elif kind == "container":
-            wrong = BAD_LISTS if path[-1] in BUNDLE_SETS else BAD_OBJECTS
-        else:
+        if kind == "key":
             continue
-        for value in wrong:
+        for value in wrong_values_at(kind, path):
             copy = json.loads(json.dumps(document))
             get_at(copy, path[:-1])[path[-1]] = value
             mutations.append(Mutation(copy, expected_path(path), must_fail=True))
