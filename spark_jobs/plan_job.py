@@ -260,16 +260,17 @@ def bundle_averages(
     presence = broker_presence(brokers) if brokers is not None else None
     # Small (about one row per bundle and 64 snapshots): materialised once for its three uses.
     terms = _chunk_terms(_chunk_sums(bundles, presence)).localCheckpoint()
-    columns = ["topics", *(f"{p}_{c}" for p, _ in HORIZONS for c in RATE_COLUMNS), "short_samples", "long_samples"]
+    averaged = [f"{prefix}_{c}" for prefix, _ in HORIZONS for c in RATE_COLUMNS]
+    columns = ["topics", *averaged, "short_samples", "long_samples"]
     parts = [terms.where(~F.col("needs_rows")).select("cluster", "bundle", *columns)]
     needed = terms.where("needs_rows").select("cluster", "bundle", "chunk", "newer", "count")
-    chunk_ids = [row["chunk"] for row in needed.select("chunk").distinct().collect()]
-    if chunk_ids:
+    chunks_per_id = {row["chunk"]: row["count"] for row in needed.groupBy("chunk").count().collect()}
+    if chunks_per_id:
         # Pass 2, over the files holding those chunks only: rank their rows by a sort within each chunk.
-        if needed.count() <= BROADCAST_MOST_CHUNKS:
+        if sum(chunks_per_id.values()) <= BROADCAST_MOST_CHUNKS:
             needed = F.broadcast(needed)
         rows = (
-            bundles.where(_snapshot_ranges(chunk_ids))
+            bundles.where(_snapshot_ranges(list(chunks_per_id)))
             .withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS))
             .join(needed, ["cluster", "bundle", "chunk"])
         )
@@ -278,13 +279,12 @@ def bundle_averages(
         )
         ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
         parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns))
-    summed = [F.sum(c).alias(c) for c in columns if c not in ("topics", "short_samples", "long_samples")]
     return (
         reduce(DataFrame.unionByName, parts)
         .groupBy("cluster", "bundle")
         .agg(
             F.max("topics").alias("topics"),
-            *summed,
+            *[F.sum(c).alias(c) for c in averaged],
             F.max("short_samples").alias("short_samples"),
             F.max("long_samples").alias("long_samples"),
         )
