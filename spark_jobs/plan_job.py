@@ -84,17 +84,22 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{units[text[-1]]: int(text[:-1])})
 
 
-def spark_session(master: str = "local[*]", app_name: str = "pulsar-rebalance-plan") -> SparkSession:
+def spark_session(master: str | None = "local[*]", app_name: str = "pulsar-rebalance-plan") -> SparkSession:
+    """The job's session; `master=None` leaves the master to spark-submit."""
     # An in-process SparkContext starts its Python workers with $PYSPARK_PYTHON (else `python3` from PATH),
     # not spark.pyspark.python: without it they may lack this interpreter's packages (numpy, pyarrow).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     session = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
+        # The averages group by bundle name and chunk, a few hundred thousand groups per task. The first-level
+        # "fast" map compares names with no stored hash and fills at 65,536 groups; Spark's main hash map
+        # alone made the one full read about a third faster (bench/bench_spark_averages.py).
+        .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
@@ -118,11 +123,28 @@ def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Col
     )
 
 
+def _report_key(chunk: F.Column) -> F.Column:
+    """One long for (cluster, broker, chunk): a join on it took half the per-row time of one on the three."""
+    return F.xxhash64("cluster", "broker", chunk)
+
+
 def broker_presence(brokers: DataFrame) -> DataFrame:
-    """Per (cluster, broker, chunk): a bit mask of the snapshot ids the broker's load report is in."""
-    return brokers.groupBy("cluster", "broker", F.shiftright("snapshot_id", CHUNK_BITS).alias("chunk")).agg(
+    """Per `report_key` (a broker's chunk): a bit mask of the snapshot ids the broker's load report is in.
+
+    Should two keys collide, their masks merge. That cannot make an average wrong: a mask only decides which
+    chunks the sums settle, and they settle only where the mask agrees with the bundle's own rows (see
+    `_chunk_terms`), whatever mask it is; other chunks are ranked row by row.
+    """
+    chunk = F.shiftright("snapshot_id", CHUNK_BITS)
+    return brokers.groupBy(_report_key(chunk).alias("report_key")).agg(
         F.bit_or(F.expr(f"shiftleft(1L, snapshot_id & {CHUNK_SIZE - 1})")).alias("reported")
     )
+
+
+def _decay_factors(samples: int, exponent: F.Column) -> F.Column:
+    """(1 - 1/samples)^exponent for an exponent in 0..63, from a table: Spark's pow is StrictMath's, which took
+    a third of the full read's time."""
+    return F.get(F.array(*[F.lit((1 - 1 / samples) ** k) for k in range(CHUNK_SIZE)]), exponent)
 
 
 def _chunk_sums(bundles: DataFrame, presence: DataFrame | None) -> DataFrame:
@@ -132,31 +154,38 @@ def _chunk_sums(bundles: DataFrame, presence: DataFrame | None) -> DataFrame:
 
     Where the bundle has a row in every snapshot its broker reported in between the chunk's oldest and
     newest row, k is the row's rank within the chunk plus a constant, so the weighted sum is exact.
+    `reported` is the broker's report mask, the same for every row when one broker reported them all
+    (min = max).
     """
     keyed = bundles.withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS)).withColumn(
         "offset", F.col("snapshot_id").bitwiseAND(CHUNK_SIZE - 1)
     )
     if presence is None:  # as if every broker reported in every snapshot
         keyed = keyed.withColumn("reported", F.lit(-1).cast("long"))
-    else:
-        keyed = keyed.join(F.broadcast(presence), ["cluster", "broker", "chunk"], "left")
+    else:  # 0 where the brokers table lacks the report
+        keyed = (
+            keyed.withColumn("report_key", _report_key(F.col("chunk")))
+            .join(F.broadcast(presence), "report_key", "left")
+            .withColumn("reported", F.coalesce("reported", F.lit(0).cast("long")))
+        )
     # Two shifts: a Java shift by 64 is a shift by 0.
     reported_above = F.expr("bit_count(shiftrightunsigned(shiftrightunsigned(reported, offset), 1))")
+    keyed = keyed.withColumn("reported_above", reported_above)
     aggregations = [
         F.count(F.lit(1)).alias("rows"),
         F.bit_or(F.expr("shiftleft(1L, offset)")).alias("mask"),
-        F.min("offset").alias("lowest"),
         F.max("offset").alias("highest"),
         F.min("reported").alias("reported"),
         F.max("reported").alias("reported_max"),
-        F.min(F.col("reported").isNotNull()).alias("all_reported"),
         F.max_by("topics", "snapshot_id").alias("topics"),
         *[F.sum(c).alias(f"plain_{c}") for c in RATE_COLUMNS],
     ]
     for prefix, samples in HORIZONS:
-        decay = F.pow(F.lit(1 - 1 / samples), F.col("reported_above"))
+        # A column of its own: computed once per row, not once per rate.
+        keyed = keyed.withColumn(f"{prefix}_decay", _decay_factors(samples, F.col("reported_above")))
+        decay = F.col(f"{prefix}_decay")
         aggregations += [F.sum(F.col(c) * decay).alias(f"{prefix}_decayed_{c}") for c in RATE_COLUMNS]
-    return keyed.withColumn("reported_above", reported_above).groupBy("cluster", "bundle", "chunk").agg(*aggregations)
+    return keyed.groupBy("cluster", "bundle", "chunk").agg(*aggregations)
 
 
 def _chunk_terms(chunks: DataFrame) -> DataFrame:
@@ -168,11 +197,11 @@ def _chunk_terms(chunks: DataFrame) -> DataFrame:
         "count", F.sum("rows").over(by_bundle)
     )
     distinct_ids = F.col("rows") == F.bit_count("mask")
-    span = F.expr("shiftrightunsigned(-1L, 63 - highest) & shiftleft(-1L, lowest)")
+    # The ids from the oldest row's (the mask's lowest bit, -(mask & -mask) being it and all above) to the newest.
+    span = F.expr("shiftrightunsigned(-1L, 63 - highest) & -(mask & -mask)")
     # Every snapshot the broker reported in, from the oldest row to the newest, has one row: no gaps.
     exact = (
         distinct_ids
-        & F.col("all_reported")
         & (F.col("reported") == F.col("reported_max"))
         & (F.col("mask") == F.col("reported").bitwiseAND(span))
     )
@@ -262,7 +291,18 @@ def bundle_averages(
     terms = _chunk_terms(_chunk_sums(bundles, presence)).localCheckpoint()
     averaged = [f"{prefix}_{c}" for prefix, _ in HORIZONS for c in RATE_COLUMNS]
     columns = ["topics", *averaged, "short_samples", "long_samples"]
-    parts = [terms.where(~F.col("needs_rows")).select("cluster", "bundle", *columns)]
+
+    def add_up(parts: DataFrame) -> DataFrame:
+        return parts.groupBy("cluster", "bundle").agg(
+            F.max("topics").alias("topics"),
+            *[F.sum(c).alias(c) for c in averaged],
+            F.max("short_samples").alias("short_samples"),
+            F.max("long_samples").alias("long_samples"),
+        )
+
+    # Added up per bundle before the union: the window left each bundle's chunks in one partition, so the last
+    # shuffle carries a row per bundle, not one per chunk.
+    parts = [add_up(terms.where(~F.col("needs_rows")).select("cluster", "bundle", *columns))]
     needed = terms.where("needs_rows").select("cluster", "bundle", "chunk", "newer", "count")
     chunks_per_id = {row["chunk"]: row["count"] for row in needed.groupBy("chunk").count().collect()}
     if chunks_per_id:
@@ -279,16 +319,7 @@ def bundle_averages(
         )
         ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
         parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns))
-    return (
-        reduce(DataFrame.unionByName, parts)
-        .groupBy("cluster", "bundle")
-        .agg(
-            F.max("topics").alias("topics"),
-            *[F.sum(c).alias(c) for c in averaged],
-            F.max("short_samples").alias("short_samples"),
-            F.max("long_samples").alias("long_samples"),
-        )
-    )
+    return add_up(reduce(DataFrame.unionByName, parts))
 
 
 _MODEL_COLUMNS = (
@@ -507,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="Spark master (spark-submit's --master wins)")
     args = parser.parse_args(argv)
     request = json.loads(args.input.read_text())
-    spark = spark_session(args.master) if args.master else SparkSession.builder.getOrCreate()
+    spark = spark_session(args.master)
     try:
         plans = plan_clusters(
             spark,

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from sqlalchemy import func, select
 
 from planner.model import BundleData, NamespaceBundleStats
@@ -20,12 +21,14 @@ from planner.samples import samples_root, write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
 from planner.time_average import update_bundle_data
+from spark_jobs import plan_job
 from spark_jobs.plan_job import Averaging, bundle_averages, plan_clusters, read_table
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+REPORT_KEY = plan_job._report_key
 
 
 def write_history(home, cluster, snapshots, reports_at, first_id=1):
@@ -100,12 +103,13 @@ def replay_in_collector_order(rows):
 RATE_FIELDS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
 
 
-def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
+def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypatch):
     """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
     10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
-    (two samples each, broker order), one on a broker whose report is missing from some snapshots,
-    snapshot ids with jumps and snapshots taken at the same time; with the brokers table telling which
-    snapshots each broker reported in, and without it."""
+    (two samples each, broker order), one on a broker whose report is missing from some snapshots, one
+    moving to that broker, snapshot ids with jumps and snapshots taken at the same time; with the brokers
+    table telling which snapshots each broker reported in, without it, with one that lacks a quarter of the
+    reports, and with report keys that collide (injected: a 64-bit hash does not collide on demand)."""
     rng = random.Random(5)
     snapshots = 1150
 
@@ -120,11 +124,19 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
             "gappy": index % 7 != 3 and not 500 <= index < 700,
             "moving": True,
             "unreported": True,
+            "hopping": True,
         }[name]
+
+    def c_reports(index):
+        return not (index % 5 == 2 or 800 <= index < 830)
 
     def owners(name, index):
         if name == "unreported":  # its broker's report is missing from some snapshots
-            return [] if index % 5 == 2 or 800 <= index < 830 else ["c:8080"]
+            return ["c:8080"] if c_reports(index) else []
+        if name == "hopping":
+            # To c:8080 one id into the chunk of ids 1152-1215 (index 1040 on), where long-term weights still decay:
+            # the chunk's rows are then just where c:8080 reported, though the first is a:8080's, whose reports differ.
+            return ["a:8080"] if index < 1041 else ["c:8080"] if c_reports(index) else []
         if name != "moving":
             return ["a:8080"]
         return ["a:8080"] if index < 600 else ["a:8080", "b:8080"] if index < 603 else ["b:8080"]
@@ -138,7 +150,7 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
             if cluster == "other" and index % 50:
                 continue
             names = ("steady", "late", "ten", "thousand", "thousand-one", "came-and-went", "gappy", "moving")
-            for name in (*names, "unreported"):
+            for name in (*names, "unreported", "hopping"):
                 if not present(name, index) or (cluster == "other" and name != "steady"):
                     continue
                 for owner in owners(name, index):
@@ -162,8 +174,15 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
     frame = read_table(spark, samples_root(tmp_path), "bundles", ["irr", "other"], as_of)
     brokers = read_table(spark, samples_root(tmp_path), "brokers", ["irr", "other"], as_of)
     expected = replay_in_collector_order(rows)
-    assert len(expected) == 10
-    for label, with_brokers in (("with the brokers table", brokers), ("without", None)):
+    assert len(expected) == 11
+    lacking = brokers.where(F.xxhash64("snapshot_id", "broker") % 4 != 0)
+    for label, with_brokers, report_key in (
+        ("with the brokers table", brokers, None),
+        ("without", None, None),
+        ("with a brokers table lacking reports", lacking, None),
+        ("with colliding report keys", brokers, lambda chunk: F.xxhash64(chunk) % 3),
+    ):
+        monkeypatch.setattr(plan_job, "_report_key", report_key or REPORT_KEY)
         averages = bundle_averages(frame, Averaging(), as_of, with_brokers)
         got = {(r["cluster"], r["bundle"]): r for r in averages.collect()}
         assert set(got) == set(expected)
