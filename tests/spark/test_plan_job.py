@@ -28,7 +28,6 @@ from tests.builders import broker, bundle
 pytestmark = pytest.mark.spark
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-REPORT_KEY = plan_job._report_key
 
 
 def write_history(home, cluster, snapshots, reports_at, first_id=1):
@@ -182,9 +181,11 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypat
         ("with a brokers table lacking reports", lacking, None),
         ("with colliding report keys", brokers, lambda chunk: F.xxhash64(chunk) % 3),
     ):
-        monkeypatch.setattr(plan_job, "_report_key", report_key or REPORT_KEY)
-        averages = bundle_averages(frame, Averaging(), as_of, with_brokers)
-        got = {(r["cluster"], r["bundle"]): r for r in averages.collect()}
+        with monkeypatch.context() as patch:
+            if report_key:
+                patch.setattr(plan_job, "_report_key", report_key)
+            averages = bundle_averages(frame, Averaging(), as_of, with_brokers).collect()
+        got = {(r["cluster"], r["bundle"]): r for r in averages}
         assert set(got) == set(expected)
         for key, want in expected.items():
             row = got[key]
