@@ -537,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--samples", type=Path, required=True, help="the samples dataset root")
     parser.add_argument("--input", type=Path, required=True, help="JSON: clusters, strategy and per-cluster inputs")
     parser.add_argument("--output", type=Path, required=True, help="directory for plan-<cluster>.json files")
-    parser.add_argument("--master", default=None, help="Spark master (spark-submit's --master wins)")
+    parser.add_argument("--master", default=None, help="Spark master; overrides spark-submit's --master")
     args = parser.parse_args(argv)
     request = json.loads(args.input.read_text())
     spark = spark_session(args.master)
