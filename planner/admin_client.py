@@ -43,12 +43,27 @@ _READ_CHUNK_BYTES = 64 * 1024
 
 
 class AdminError(Exception):
-    """A failed admin call: names the broker, endpoint and status (or transport failure)."""
+    """A failed admin call: names the broker, endpoint and status (or transport failure).
 
-    def __init__(self, broker: str, method: str, endpoint: str, reason: str, status: int | None = None) -> None:
+    `may_have_applied` is true when the request may have reached a broker that acted on it: the
+    answer was lost (read timeout, connection reset after sending), or a 5xx came back (a proxy may
+    answer 502 after forwarding). A refused connection, a TLS handshake failure or a 4xx mean it did not.
+    """
+
+    def __init__(
+        self,
+        broker: str,
+        method: str,
+        endpoint: str,
+        reason: str,
+        status: int | None = None,
+        *,
+        may_have_applied: bool = False,
+    ) -> None:
         self.broker = broker
         self.endpoint = endpoint
         self.status = status
+        self.may_have_applied = may_have_applied
         status_text = f"HTTP {status}" if status is not None else "no response"
         super().__init__(f"{method} {endpoint} on {broker} failed ({status_text}): {reason}")
 
@@ -217,10 +232,12 @@ class PulsarAdminClient:
         except requests.TooManyRedirects:
             raise AdminError(broker, method, path, f"more than {self._session.max_redirects} redirects") from None
         except requests.RequestException as error:
-            raise AdminError(broker, method, path, _transport_reason(error)) from None
+            raise AdminError(
+                broker, method, path, _transport_reason(error), may_have_applied=_may_have_been_sent(error)
+            ) from None
         if answer.status >= 400:
             reason = _error_reason(answer, response.reason, self._auth)
-            raise AdminError(answer.broker, method, path, reason, answer.status)
+            raise AdminError(answer.broker, method, path, reason, answer.status, may_have_applied=answer.status >= 500)
         return answer
 
     def _read_body(self, response: requests.Response, method: str, path: str) -> bytes:
@@ -401,6 +418,19 @@ def _tls_reason(error: requests.exceptions.SSLError) -> str:
         return f"TLS verification failed ({detail}); set ca_file to the CA that signed the broker's certificate"
     detail = getattr(cause, "reason", None) or type(cause or error).__name__
     return f"TLS handshake failed ({detail})"
+
+
+def _may_have_been_sent(error: requests.RequestException) -> bool:
+    """Whether the request may have left this process before the transport failed. Only failures to
+    connect (refused, unreachable, connect timeout, TLS handshake) prove it did not."""
+    if isinstance(error, requests.ConnectTimeout | requests.exceptions.SSLError | requests.exceptions.InvalidURL):
+        return False
+    if isinstance(error, requests.ConnectionError):
+        cause = error.args[0] if error.args else None
+        last = getattr(cause, "reason", cause)
+        if isinstance(last, urllib3.exceptions.NewConnectionError | urllib3.exceptions.NameResolutionError):
+            return False
+    return True
 
 
 def _transport_reason(error: requests.RequestException) -> str:

@@ -46,6 +46,8 @@ class Snapshot(Base):
     missing_brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     archive_path: Mapped[str] = mapped_column(String(1000))
     leader: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    # planner.lifecycle.SnapshotStatus: readers see only published snapshots.
+    status: Mapped[str] = mapped_column(String(20), default="published", index=True)
 
     cluster: Mapped[Cluster] = relationship()
 
@@ -78,6 +80,12 @@ class Plan(Base):
     actions_hash: Mapped[str] = mapped_column(String(64))
     state_version: Mapped[int] = mapped_column(Integer)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The execution claim (planner.executor): only the holder of an unexpired lease sends actions.
+    claim_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    claimed_by: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    execution_started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     cluster: Mapped[Cluster] = relationship()
     actions: Mapped[list[PlanAction]] = relationship(order_by="PlanAction.sequence", back_populates="plan")
@@ -94,6 +102,8 @@ class PlanAction(Base):
     bundle: Mapped[str] = mapped_column(String(500))
     source: Mapped[str] = mapped_column(String(300))
     destination: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    split_algorithm: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    split_positions: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
     traffic: Mapped[float] = mapped_column(Float, default=0.0)
     reason: Mapped[str] = mapped_column(Text, default="")
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -107,7 +117,9 @@ class Approval(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), unique=True)
     decision: Mapped[str] = mapped_column(String(20))  # "approved" or "rejected"
-    approver: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    approver: Mapped[str | None] = mapped_column(String(300), nullable=True)  # display name
+    approver_id: Mapped[str | None] = mapped_column(String(300), nullable=True)  # the auth manager's user id
+    source: Mapped[str] = mapped_column(String(50), default="airflow")  # where the decision was taken
     decided_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     actions_hash: Mapped[str] = mapped_column(String(64))
 
@@ -123,7 +135,7 @@ class ActionExecution(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
-    status: Mapped[str] = mapped_column(String(20), default="running")  # running/succeeded/failed/skipped
+    status: Mapped[str] = mapped_column(String(30))  # planner.lifecycle.AttemptStatus
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
