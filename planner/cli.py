@@ -6,14 +6,18 @@ Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
 import sys
 import tempfile
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
+
+from pydantic import ValidationError
 
 from planner.admin_client import AdminError
 from planner.bundles import (
@@ -31,8 +35,9 @@ from planner.clusters import ClusterSettings, find_cluster
 from planner.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
 from planner.errors import InputError
+from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.load_manager_shared import remove_expired_recently_unloaded
-from planner.model import parse_json_document, read_load_data
+from planner.model import format_validation_error, parse_json_document, read_load_data
 from planner.paths import planner_home
 from planner.plan_runner import PlanRequest, run_plan
 from planner.plan_store import list_plans, show_plan
@@ -191,8 +196,13 @@ def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     if args.cluster:
         return find_cluster(args.cluster, args.clusters)
     if args.admin_url:
-        return ClusterSettings(name="unnamed", admin_url=args.admin_url, token_env=args.token_env, ca_file=args.ca_file)
-    raise InputError("collect needs --cluster NAME (from the clusters file) or --admin-url URL")
+        try:
+            return ClusterSettings(
+                name="unnamed", admin_url=args.admin_url, token_env=args.token_env, ca_file=args.ca_file
+            )
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, "--admin-url")) from None
+    raise InputError(f"{args.command} needs --cluster NAME (from the clusters file) or --admin-url URL")
 
 
 def command_collect(args: argparse.Namespace) -> None:
@@ -272,6 +282,78 @@ def command_plan(args: argparse.Namespace) -> None:
             ]
         }
     )
+
+
+def command_approve(args: argparse.Namespace) -> None:
+    """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
+    os_user = getpass.getuser()
+    name = args.as_name or os_user
+    plan = show_plan(_store(args), args.plan_id)
+    if args.expect_hash and args.expect_hash != plan["actionsHash"]:
+        raise InputError(
+            f"plan {args.plan_id}: its actions hash is {plan['actionsHash']}, not the reviewed {args.expect_hash}"
+        )
+    record_decision(
+        _store(args),
+        args.plan_id,
+        approved=not args.reject,
+        approver=name,
+        approver_id=f"os:{os_user}",
+        approved_hash=plan["actionsHash"],
+        source="cli",
+        actor=f"cli:{os_user}" + (f" as {args.as_name}" if args.as_name else ""),
+    )
+    decision = "rejected" if args.reject else "approved"
+    _print_json({"plan": args.plan_id, "decision": decision, "approver": name, "osUser": os_user})
+
+
+def _seconds(name: str, value: float | None, default: timedelta) -> timedelta:
+    if value is None:
+        return default
+    if not value >= 0 or value == float("inf"):
+        raise InputError(f"invalid {name} {value}: must be a finite number of seconds, 0 or more")
+    return timedelta(seconds=value)
+
+
+def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
+    defaults = ExecutorSettings()
+    return ExecutorSettings(
+        ttl=_seconds("--ttl", args.ttl, defaults.ttl),
+        resume_window=_seconds("--resume-window", args.resume_window, defaults.resume_window),
+        actions_per_minute=defaults.actions_per_minute if args.actions_per_minute is None else args.actions_per_minute,
+        max_actions=args.max_actions or defaults.max_actions,
+        max_failures=args.max_failures or defaults.max_failures,
+        attempts_per_action=args.attempts or defaults.attempts_per_action,
+        verify_timeout_seconds=defaults.verify_timeout_seconds if args.verify_timeout is None else args.verify_timeout,
+        settle_seconds=defaults.settle_seconds if args.settle is None else args.settle,
+        lease=_seconds("--lease", args.lease, defaults.lease),
+        request_timeout_seconds=args.request_timeout or defaults.request_timeout_seconds,
+    )
+
+
+def command_execute(args: argparse.Namespace) -> None:
+    settings = _executor_settings(args)  # bad settings fail before anything is read or sent
+    store = _store(args)
+    plan = show_plan(store, args.plan_id)
+    if args.cluster and args.cluster != plan["cluster"]:
+        raise InputError(f"plan {args.plan_id} is for cluster {plan['cluster']!r}, not --cluster {args.cluster!r}")
+    if not args.cluster and not args.admin_url:
+        args.cluster = plan["cluster"]
+    cluster = _cluster_settings(args)
+    with cluster.client() as client:
+        client.timeout = (client.timeout[0], settings.request_timeout_seconds)
+        try:
+            if args.admin_url and client.cluster_name() != plan["cluster"]:
+                raise InputError(
+                    f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
+                    f"but plan {args.plan_id} is for {plan['cluster']!r}"
+                )
+            report = execute_plan(
+                store, client, args.plan_id, settings, actor=f"cli:{getpass.getuser()}", claim_wait=args.wait_for_claim
+            )
+        except AdminError as error:
+            raise InputError(str(error)) from None
+    _print_json(report.to_json())
 
 
 def command_plans(args: argparse.Namespace) -> None:
@@ -437,6 +519,47 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_options(plan)
     _add_store_options(plan)
     plan.set_defaults(handler=command_plan)
+
+    approve = commands.add_parser("approve", help="record a decision on a pending plan (without Airflow)")
+    approve.add_argument("plan_id", type=int, metavar="PLAN_ID")
+    approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
+    approve.add_argument("--as", dest="as_name", metavar="NAME", help="the approver's name (default: the OS user)")
+    approve.add_argument("--expect-hash", metavar="HASH", help="refuse unless the plan's actions hash is this one")
+    _add_store_options(approve)
+    approve.set_defaults(handler=command_approve)
+
+    execute = commands.add_parser("execute", help="execute an approved plan (or resume a stopped execution)")
+    execute.add_argument("plan_id", type=int, metavar="PLAN_ID")
+    execute.add_argument("--cluster", help="a cluster of the clusters file (default: the plan's cluster)")
+    execute.add_argument("--admin-url", help="the cluster's admin URL instead of the clusters file")
+    execute.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
+    execute.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
+    execute.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
+    execute.add_argument("--actions-per-minute", type=float, help="pacing; 0 for none (default 30)")
+    execute.add_argument("--max-actions", type=int, help="actions at most in this run (default 100)")
+    execute.add_argument("--max-failures", type=int, help="stop after this many failed actions (default 3)")
+    execute.add_argument("--attempts", type=int, help="attempts per action (default 2)")
+    execute.add_argument("--ttl", type=float, metavar="SECONDS", help="a plan older than this is not started (6 h)")
+    execute.add_argument(
+        "--resume-window",
+        type=float,
+        metavar="SECONDS",
+        help="a started execution may run this long past the TTL (1 h)",
+    )
+    execute.add_argument("--request-timeout", type=float, metavar="SECONDS", help="admin API read timeout (30)")
+    execute.add_argument("--verify-timeout", type=float, metavar="SECONDS", help="wait for a new owner (60)")
+    execute.add_argument(
+        "--settle",
+        type=float,
+        metavar="SECONDS",
+        help="wait before asking the cluster about an unanswered request (30)",
+    )
+    execute.add_argument("--lease", type=float, metavar="SECONDS", help="the execution claim's lease (300)")
+    execute.add_argument(
+        "--wait-for-claim", type=float, default=0.0, metavar="SECONDS", help="wait this long for another run's claim"
+    )
+    _add_store_options(execute)
+    execute.set_defaults(handler=command_execute)
 
     plans = commands.add_parser("plans", help="list plans")
     plans.add_argument("--cluster")

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from planner.collector import cluster_row
 from planner.errors import NotFoundError
+from planner.lifecycle import PlanStatus
 from planner.planning import actions_hash
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, audit_event, utc_now
@@ -97,7 +98,7 @@ def commit_plan(
             snapshot_id=snapshot_id,
             run_key=run_key,
             strategy=strategy,
-            status="pending" if actions else "empty",
+            status=(PlanStatus.PENDING if actions else PlanStatus.EMPTY).value,
             actions_hash=actions_hash(actions),
             state_version=new_version,
             details=dict(plan),
@@ -113,6 +114,8 @@ def commit_plan(
                     bundle=action["bundle"],
                     source=action["source"],
                     destination=action["destination"],
+                    split_algorithm=action.get("splitAlgorithm"),
+                    split_positions=action.get("splitPositions"),
                     traffic=action["msgRate"],
                     reason=action["reason"],
                     details=dict(action),
@@ -179,6 +182,7 @@ def show_plan(store: Store, plan_id: int) -> dict[str, Any]:
             "runKey": plan.run_key,
             "stateVersion": plan.state_version,
             **plan.details,
+            "actionsHash": plan.actions_hash,  # the stored hash, which approvals and the executor check
         }
 
 

@@ -101,9 +101,19 @@ class PlanResult:
         }
 
 
+# What an action's admin call is made of: an approval binds exactly these, in order, and nothing else
+# (the reason and the predicted traffic are for the reviewer; they do not change what is sent).
+EXECUTED_FIELDS = ("kind", "bundle", "source", "destination", "splitAlgorithm", "splitPositions")
+
+
 def actions_hash(actions: Sequence[Mapping[str, Any]]) -> str:
-    """SHA-256 of the canonical JSON of the action list: what an approval approves."""
-    canonical = json.dumps(list(actions), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the canonical JSON of the executed fields of each action, with its position: what an
+    approval approves. The executor recomputes it from the action rows it is about to run."""
+    executed = [
+        {"sequence": sequence, **{name: action.get(name) for name in EXECUTED_FIELDS}}
+        for sequence, action in enumerate(actions)
+    ]
+    canonical = json.dumps(executed, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
