@@ -10,8 +10,10 @@ never credentials.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -109,9 +111,16 @@ def collect_cluster(cluster: str) -> dict[str, Any]:
         return collect(client, store(), planner_home(), cluster, actor="airflow:collect").to_json()
 
 
+def run_directory_name(run_id: str) -> str:
+    """A safe, collision-free directory name for an Airflow run id: the readable part keeps what a file
+    name may hold, and a hash of the whole id tells apart ids that read alike (`a:b` and `a_b`)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:80].lstrip(".") or "run"
+    return f"{readable}-{hashlib.sha256(run_id.encode()).hexdigest()[:16]}"
+
+
 def prepare_plan(cluster: str, strategy: str, settings: dict[str, Any], run_id: str) -> dict[str, str]:
     """Write the Spark job's input for this run; returns the paths the job and the commit step use."""
-    run_dir = planner_home() / "runs" / cluster / run_id.replace(":", "_").replace("+", "_")
+    run_dir = planner_home() / "runs" / cluster / run_directory_name(run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
     request = PlanRequest(
         clusters=(cluster,), strategy=strategy, settings={key: str(value) for key, value in settings.items()}
@@ -205,8 +214,17 @@ def execute_approved(cluster: str, summary: dict[str, Any], gate_output: dict[st
         decided_at=decided_at,
     )
     settings = cluster_settings(cluster)
+    executor_settings = ExecutorSettings()
     with settings.client() as client:
-        report = execute_plan(planner_store, client, summary["plan"], ExecutorSettings(), actor=f"airflow:{approver}")
+        # A retried task after a crash waits for the dead run's lease; a live concurrent run keeps it.
+        report = execute_plan(
+            planner_store,
+            client,
+            summary["plan"],
+            executor_settings,
+            actor=f"airflow:{approver}",
+            claim_wait=executor_settings.lease.total_seconds() + 30,
+        )
     return report.to_json()
 
 
