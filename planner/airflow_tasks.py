@@ -25,6 +25,7 @@ from planner.clusters import ClusterSettings
 from planner.collector import collect
 from planner.executor import ExecutorSettings, execute_plan, record_decision
 from planner.paths import planner_home
+from planner.plan_document import JobResult, PlanDocument, PlanSummary
 from planner.plan_runner import PlanRequest, commit_job_output, job_request
 from planner.plan_store import record_measurement, show_plan
 from planner.samples import read_samples, samples_root, snapshot_broker_load
@@ -129,19 +130,18 @@ def prepare_plan(cluster: str, strategy: str, settings: dict[str, Any], run_id: 
     return {"samples": str(samples_root(planner_home())), "input": str(run_dir / "input.json"), "output": str(run_dir)}
 
 
-def approval_markdown(plan: dict[str, Any], plan_url: str) -> str:
+def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
     lines = [
-        f"**{plan['strategy']}** plan for cluster **{plan['cluster']}**: {len(plan['actions'])} action(s). "
+        f"**{plan.strategy}** plan for cluster **{plan.cluster}**: {len(plan.actions)} action(s). "
         f"[Open the plan page]({plan_url})",
         "",
         "| # | kind | bundle | from | to | msg/s | bytes/s | reason |",
         "|---|---|---|---|---|---:|---:|---|",
     ]
-    for index, action in enumerate(plan["actions"], 1):
+    for index, action in enumerate(plan.actions, 1):
         lines.append(
-            f"| {index} | {action['kind']} | `{action['bundle']}` | {action['source']} | "
-            f"{action['destination'] or '—'} | {action['msgRate']:.0f} | {action['throughput']:.0f} | "
-            f"{action['reason']} |"
+            f"| {index} | {action.kind} | `{action.bundle}` | {action.source} | "
+            f"{action.destination or '—'} | {action.msg_rate:.0f} | {action.throughput:.0f} | {action.reason} |"
         )
     lines += [
         "",
@@ -150,12 +150,12 @@ def approval_markdown(plan: dict[str, Any], plan_url: str) -> str:
         "| broker | score before | score after | msg/s before | msg/s after |",
         "|---|---:|---:|---:|---:|",
     ]
-    for broker in plan["brokers"]:
+    for broker in plan.brokers:
         lines.append(
-            f"| {broker['broker']} | {broker['scoreBefore']:.1f} | {broker['scoreAfter']:.1f} | "
-            f"{broker['msgRateBefore']:.0f} | {broker['msgRateAfter']:.0f} |"
+            f"| {broker.broker} | {broker.score_before:.1f} | {broker.score_after:.1f} | "
+            f"{broker.msg_rate_before:.0f} | {broker.msg_rate_after:.0f} |"
         )
-    fired = [pair for pair in plan.get("pairs", []) if pair["fired"]]
+    fired = [pair for pair in plan.pairs if pair.fired]
     if fired:
         lines += [
             "",
@@ -165,28 +165,28 @@ def approval_markdown(plan: dict[str, Any], plan_url: str) -> str:
             "|---|---|---:|---:|---:|",
         ]
         lines += [
-            f"| {p['overloaded']} | {p['underloaded']} | {p['gap']:.1f} | {p['lowHits']} | {p['highHits']} |"
-            for p in fired
+            f"| {pair.overloaded} | {pair.underloaded} | {pair.gap:.1f} | {pair.low_hits} | {pair.high_hits} |"
+            for pair in fired
         ]
     return "\n".join(lines)
 
 
 def commit_plan_output(cluster: str, paths: dict[str, str], run_id: str, base_url: str) -> dict[str, Any]:
-    """Store the job's plan and the new state (idempotent per run); returns what the gate shows."""
-    output = Path(paths["output"])
-    result = json.loads((output / f"plan-{cluster}.json").read_text())
+    """Store the job's plan and the new state (idempotent per run); returns what the gate shows (XCom)."""
+    output = Path(paths["output"]) / f"plan-{cluster}.json"
+    result = JobResult.parse(output.read_bytes(), f"Spark job output {output.name}")
     request = json.loads(Path(paths["input"]).read_text())
     committed = commit_job_output(store(), request, {cluster: result}, run_id)[cluster]
-    plan = result["plan"]
+    plan = result.plan
     plan_url = f"{base_url.rstrip('/')}/pulsar-planner/plans/{committed.plan_id}"
-    return {
-        "plan": committed.plan_id,
-        "created": committed.created,
-        "actions": len(plan["actions"]),
-        "actionsHash": plan["actionsHash"],
-        "subject": f"Rebalance {cluster}: {len(plan['actions'])} action(s) planned by {plan['strategy']}",
-        "markdown": approval_markdown(plan, plan_url),
-    }
+    return PlanSummary(
+        plan=committed.plan_id,
+        created=committed.created,
+        actions=len(plan.actions),
+        actions_hash=plan.actions_hash,
+        subject=f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy}",
+        markdown=approval_markdown(plan, plan_url),
+    ).to_json()
 
 
 def _decision(gate_output: dict[str, Any] | None) -> tuple[bool, str | None, datetime | None]:

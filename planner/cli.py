@@ -36,6 +36,7 @@ from planner.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
 from planner.errors import InputError
 from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.lifecycle import PlanStatus
 from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import format_validation_error, parse_json_document, read_load_data
 from planner.paths import planner_home
@@ -276,7 +277,7 @@ def command_plan(args: argparse.Namespace) -> None:
                     "plan": commit.plan_id,
                     "created": commit.created,
                     "stateVersion": commit.state_version,
-                    "actions": len(plan["actions"]),
+                    "actions": len(plan.actions),
                 }
                 for cluster, (commit, plan) in sorted(outcome.items())
             ]
@@ -563,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plans = commands.add_parser("plans", help="list plans")
     plans.add_argument("--cluster")
-    plans.add_argument("--status")
+    plans.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
     plans.add_argument("--limit", type=int, default=50)
     _add_store_options(plans)
     plans.set_defaults(handler=command_plans)

@@ -52,7 +52,7 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.planning import actions_hash
+from planner.plan_document import actions_hash
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
 

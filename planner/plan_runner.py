@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 from planner.collector import read_archive
 from planner.errors import InputError
+from planner.plan_document import JobResult, PlanDocument
 from planner.plan_store import CommitResult, commit_plan_once, read_state
 from planner.shedding.registry import shedding_strategy
 from planner.store.database import Store
@@ -89,7 +90,7 @@ def job_request(store: Store, request: PlanRequest, as_of: datetime | None = Non
 def commit_job_output(
     store: Store,
     request_document: Mapping[str, Any],
-    results: Mapping[str, Mapping[str, Any]],
+    results: Mapping[str, JobResult],
     run_id: str | None = None,
 ) -> dict[str, CommitResult]:
     """Store each cluster's plan and new state.
@@ -100,16 +101,16 @@ def commit_job_output(
     committed = {}
     for cluster, result in results.items():
         version = request_document["stateVersions"][cluster]
-        run = run_id or f"snapshot-{result.get('snapshot')}.state-v{version}"
+        run = run_id or f"snapshot-{result.snapshot}.state-v{version}"
         with store.session() as session:
             admin_url = session.scalar(select(Cluster.admin_url).where(Cluster.name == cluster)) or ""
         committed[cluster] = commit_plan_once(
             store,
-            result["plan"],
+            result.plan,
             admin_url=admin_url,
-            run_key=f"{run}:{cluster}:{result['plan']['strategy']}",
+            run_key=f"{run}:{cluster}:{result.plan.strategy}",
             expected_version=version,
-            snapshot_id=result.get("snapshot"),
+            snapshot_id=result.snapshot,
         )
     return committed
 
@@ -122,7 +123,7 @@ def run_plan(
     master: str = "local[*]",
     run_id: str | None = None,
     spark: SparkSession | None = None,
-) -> dict[str, tuple[CommitResult, dict[str, Any]]]:
+) -> dict[str, tuple[CommitResult, PlanDocument]]:
     """Run the Spark job in-process and commit; returns each cluster's commit result and plan.
 
     A given Spark session is used and left running; otherwise one is started on `master` and stopped.
@@ -150,4 +151,4 @@ def run_plan(
     if missing:
         raise InputError(f"no samples in the last {request.history} for {', '.join(missing)}")
     committed = commit_job_output(store, document, results, run_id)
-    return {cluster: (committed[cluster], results[cluster]["plan"]) for cluster in results}
+    return {cluster: (committed[cluster], results[cluster].plan) for cluster in results}

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from planner.collector import cluster_row
 from planner.errors import NotFoundError
 from planner.lifecycle import PlanStatus
-from planner.planning import actions_hash
+from planner.plan_document import PlanDocument
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, audit_event, utc_now
 
@@ -51,7 +51,7 @@ def read_state(store: Store, cluster: str, strategy: str) -> StoredState:
 
 def commit_plan(
     store: Store,
-    plan: Mapping[str, Any],
+    plan: PlanDocument | Mapping[str, Any],
     *,
     admin_url: str,
     run_key: str,
@@ -59,11 +59,12 @@ def commit_plan(
     snapshot_id: int | None = None,
     actor: str = "planner",
 ) -> CommitResult:
+    plan = PlanDocument.parse(plan, "plan")
     with store.session() as session:
         existing = session.scalar(select(Plan).where(Plan.run_key == run_key))
         if existing is not None:
             return CommitResult(existing.id, False, existing.state_version)
-        cluster_name, strategy, actions = plan["cluster"], plan["strategy"], plan["actions"]
+        cluster_name, strategy, actions = plan.cluster, plan.strategy, plan.actions
         cluster = cluster_row(session, cluster_name, admin_url)
         state = session.scalar(
             select(StrategyState).where(StrategyState.cluster_id == cluster.id, StrategyState.strategy == strategy)
@@ -73,7 +74,7 @@ def commit_plan(
             if expected_version != 0:
                 raise StaleStateError(f"{cluster_name}/{strategy}: no stored state at version {expected_version}")
             session.add(
-                StrategyState(cluster_id=cluster.id, strategy=strategy, version=new_version, state=plan["stateAfter"])
+                StrategyState(cluster_id=cluster.id, strategy=strategy, version=new_version, state=plan.state_after)
             )
             try:
                 session.flush()
@@ -85,7 +86,7 @@ def commit_plan(
             changed = session.execute(
                 update(StrategyState)
                 .where(StrategyState.id == state.id, StrategyState.version == expected_version)
-                .values(version=new_version, state=plan["stateAfter"], updated_at=utc_now())
+                .values(version=new_version, state=plan.state_after, updated_at=utc_now())
                 .execution_options(synchronize_session=False)
             ).rowcount
             if changed != 1:
@@ -99,9 +100,9 @@ def commit_plan(
             run_key=run_key,
             strategy=strategy,
             status=(PlanStatus.PENDING if actions else PlanStatus.EMPTY).value,
-            actions_hash=actions_hash(actions),
+            actions_hash=plan.actions_hash,
             state_version=new_version,
-            details=dict(plan),
+            details=plan.to_json(),
         )
         session.add(row)
         session.flush()
@@ -110,15 +111,15 @@ def commit_plan(
                 PlanAction(
                     plan_id=row.id,
                     sequence=sequence,
-                    kind=action["kind"],
-                    bundle=action["bundle"],
-                    source=action["source"],
-                    destination=action["destination"],
-                    split_algorithm=action.get("splitAlgorithm"),
-                    split_positions=action.get("splitPositions"),
-                    traffic=action["msgRate"],
-                    reason=action["reason"],
-                    details=dict(action),
+                    kind=action.kind,
+                    bundle=action.bundle,
+                    source=action.source,
+                    destination=action.destination,
+                    split_algorithm=action.split_algorithm,
+                    split_positions=action.split_positions,
+                    traffic=action.msg_rate,
+                    reason=action.reason,
+                    details=action.to_json(),
                 )
             )
         session.add(
@@ -136,7 +137,7 @@ def commit_plan(
     return CommitResult(plan_id, True, new_version)
 
 
-def commit_plan_once(store: Store, plan: Mapping[str, Any], **options: Any) -> CommitResult:
+def commit_plan_once(store: Store, plan: PlanDocument | Mapping[str, Any], **options: Any) -> CommitResult:
     """`commit_plan`, where a concurrent commit of the same run key counts as already committed (the twin
     may win on the run key or, first, on the state version)."""
     try:

@@ -7,8 +7,6 @@ snapshot's average costs.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +21,7 @@ from planner.forecast import BrokerForecast, Move, forecast
 from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import LoadData
 from planner.placement.pipeline import PlacementSession, select_broker
+from planner.plan_document import PlanDocument, actions_hash
 from planner.shedding.avg_shedder import AvgShedderOutcome
 from planner.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.shedding.registry import shedding_strategy
@@ -75,6 +74,12 @@ class PlanResult:
         return actions_hash([action.to_json() for action in self.actions])
 
     def to_json(self) -> dict[str, Any]:
+        return self.to_document().to_json()
+
+    def to_document(self) -> PlanDocument:
+        return PlanDocument.model_validate(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "cluster": self.cluster,
             "strategy": self.strategy,
@@ -99,22 +104,6 @@ class PlanResult:
                 for move in self.predicted_moves
             ],
         }
-
-
-# What an action's admin call is made of: an approval binds exactly these, in order, and nothing else
-# (the reason and the predicted traffic are for the reviewer; they do not change what is sent).
-EXECUTED_FIELDS = ("kind", "bundle", "source", "destination", "splitAlgorithm", "splitPositions")
-
-
-def actions_hash(actions: Sequence[Mapping[str, Any]]) -> str:
-    """SHA-256 of the canonical JSON of the executed fields of each action, with its position: what an
-    approval approves. The executor recomputes it from the action rows it is about to run."""
-    executed = [
-        {"sequence": sequence, **{name: action.get(name) for name in EXECUTED_FIELDS}}
-        for sequence, action in enumerate(actions)
-    ]
-    canonical = json.dumps(executed, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _split_actions(

@@ -36,10 +36,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+if TYPE_CHECKING:
+    from planner.plan_document import JobResult
 
 SHORT_SAMPLES = 10
 LONG_SAMPLES = 1000
@@ -402,10 +405,11 @@ def _broker_json(row: Mapping[str, Any], stats: Mapping[str, dict[str, Any]]) ->
 
 def _plan_group(
     rows: Iterator[Any], inputs: Mapping[str, Any], strategy: str, now_millis: int, emit_load_data: bool
-) -> dict[str, Any]:
+) -> JobResult:
     """Assemble one cluster's LoadData from its rows and run the planner on it (runs on an executor)."""
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
+    from planner.plan_document import JobResult
     from planner.planning import make_plan
     from planner.usage_model import UsageModels
 
@@ -447,10 +451,11 @@ def _plan_group(
         seed=int(latest_snapshot or 0),
         usage_models=UsageModels.from_json(cluster_inputs["usageModels"]) if "usageModels" in cluster_inputs else None,
     )
-    result = {"plan": plan.to_json(), "snapshot": latest_snapshot}
-    if emit_load_data:
-        result["loadData"] = load_data.model_dump(by_alias=True, mode="json")
-    return result
+    return JobResult(
+        plan=plan.to_document(),
+        snapshot=latest_snapshot,
+        load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
+    )
 
 
 def plan_clusters(
@@ -464,8 +469,8 @@ def plan_clusters(
     history: timedelta = timedelta(days=7),
     as_of: datetime | None = None,
     emit_load_data: bool = False,
-) -> dict[str, dict[str, Any]]:
-    """Plans for the clusters, keyed by cluster: `{"plan": ..., "snapshot": id[, "loadData": ...]}`.
+) -> dict[str, JobResult]:
+    """Plans for the clusters, keyed by cluster (the plan, the snapshot planned, and LoadData when asked).
 
     `inputs[cluster]` carries what the store knows: `state`, `settings` (Pulsar keys),
     `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`. The job adds `usageModels`,
@@ -524,12 +529,14 @@ def plan_clusters(
 
     def plan_partition(frame_rows: Iterator[Any]) -> Iterator[Any]:
         result = _plan_group(frame_rows, inputs, strategy, now_millis, emit_load_data)
-        yield (result["plan"]["cluster"], json.dumps(result))
+        yield (result.plan.cluster, json.dumps(result.to_json()))
 
     planned = (
         rows.rdd.map(lambda row: (row["cluster"], row)).groupByKey().flatMap(lambda item: plan_partition(iter(item[1])))
     )
-    return {cluster: json.loads(document) for cluster, document in planned.collect()}
+    from planner.plan_document import JobResult
+
+    return {cluster: JobResult.parse(document, f"plan of {cluster}") for cluster, document in planned.collect()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -557,7 +564,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     args.output.mkdir(parents=True, exist_ok=True)
     for cluster, result in plans.items():
-        (args.output / f"plan-{cluster}.json").write_text(json.dumps(result, indent=2))
+        (args.output / f"plan-{cluster}.json").write_text(json.dumps(result.to_json(), indent=2))
     return 0
 
 

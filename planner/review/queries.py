@@ -15,11 +15,13 @@ from sqlalchemy import Select, func, select
 
 from planner.config import PulsarConfig
 from planner.errors import InputError, NotFoundError
+from planner.lifecycle import PlanStatus
+from planner.plan_document import PlanDocument
 from planner.samples import broker_load, read_samples
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement
 
-PLAN_STATUSES = ("pending", "approved", "rejected", "executing", "executed", "partial", "expired", "empty")
+PLAN_STATUSES = tuple(status.value for status in PlanStatus)
 MAX_PER_PAGE = 200
 
 
@@ -141,7 +143,8 @@ def plan_detail(store: Store, plan_id: int) -> dict[str, Any]:
                 select(AuditEvent).where(AuditEvent.plan_id == plan_id).order_by(AuditEvent.id)
             )
         ]
-        details = dict(plan.details)
+        # The stored document, validated as the typed plan before anything of it is shown.
+        details = PlanDocument.parse(plan.details, f"stored plan {plan_id}").to_json()
         actions = [
             {
                 **action,

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from planner.admin_client import AdminError, PulsarAdminClient
 from planner.executor import record_decision
+from planner.plan_document import actions_hash
 from planner.plan_store import commit_plan, read_state
-from planner.planning import actions_hash
 
 
 class CountingClient(PulsarAdminClient):

@@ -145,7 +145,7 @@ def test_the_spark_job_plans_from_the_real_clusters_snapshots(pulsar_cluster, tr
     request = PlanRequest(clusters=(pulsar_cluster["cluster"],), strategy="AvgShedder", settings={}, history="1d")
     [(commit, plan)] = run_plan(store, samples_root(tmp_path), request, spark=spark).values()
     assert commit.created and commit.state_version == 1
-    assert {broker["broker"] for broker in plan["brokers"]} == {b["id"] for b in pulsar_cluster["brokers"]}
+    assert {broker.broker for broker in plan.brokers} == {b["id"] for b in pulsar_cluster["brokers"]}
     shown = show_plan(store, commit.plan_id)
     assert shown["snapshot"] == snapshots[-1].snapshot_id and shown["strategy"] == "AvgShedder"
     assert read_state(store, pulsar_cluster["cluster"], "AvgShedder").version == 1

@@ -72,7 +72,7 @@ def test_sample_count_averages_equal_pulsars_update_rule(spark, tmp_path):
     results = plan_clusters(
         spark, samples_root(tmp_path), ["eq"], "UniformLoadShedder", as_of=T0 + timedelta(days=1), emit_load_data=True
     )
-    built = results["eq"]["loadData"]["bundleData"]
+    built = results["eq"].load_data["bundleData"]
     for name in names:
         expected = replay(history[name])
         for term, got in (("short", built[name]["shortTermData"]), ("long", built[name]["longTermData"])):
@@ -214,7 +214,7 @@ def test_window_averages_are_plain_means_over_wall_clock_windows(spark, tmp_path
         averaging=Averaging.parse("window:10m,1h"),
         emit_load_data=True,
     )
-    data = results["win"]["loadData"]["bundleData"][name]
+    data = results["win"].load_data["bundleData"][name]
     assert data["shortTermData"]["msgRateIn"] == pytest.approx(sum(range(110, 120)) / 10)
     assert data["longTermData"]["msgRateIn"] == pytest.approx(sum(range(60, 120)) / 60)
     assert data["longTermData"]["numSamples"] == 60
@@ -243,8 +243,8 @@ def test_the_plan_equals_shed_on_the_load_data_the_job_built(spark, tmp_path):
         as_of=T0 + timedelta(hours=1),
         inputs={"same": {"state": state}},
     )
-    plan = results["same"]["plan"]
-    (tmp_path / "load-data.json").write_text(json.dumps(results["same"]["loadData"]))
+    plan = results["same"].plan.to_json()
+    (tmp_path / "load-data.json").write_text(json.dumps(results["same"].load_data))
     (tmp_path / "state.json").write_text(json.dumps(state))
     shed = subprocess.run(
         [
@@ -311,7 +311,7 @@ def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spar
         outcome = run_plan(store, samples_root(tmp_path), request, spark=spark, run_id=f"run-{run}")
         for cluster, (commit, plan) in outcome.items():
             assert commit.created and commit.state_version == run + 1
-            fired[cluster].append(any(action["kind"] == "unload" for action in plan["actions"]))
+            fired[cluster].append(any(action.kind == "unload" for action in plan.actions))
         low = read_state(store, "mid", "AvgShedder").state["lowHitCount"]
         assert low == ({} if run == 7 else {"hot:8080": run + 1, "cold:8080": run + 1})
     assert fired["high"] == [False, True, False, True, False, True, False, True]
@@ -403,7 +403,7 @@ def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spa
         as_of=T0 + timedelta(hours=1),
         inputs={"fit": {"state": state}},
     )
-    plan = results["fit"]["plan"]
+    plan = results["fit"].plan.to_json()
     got = UsageModels.from_json(plan["usageModels"])
     expected = fit_usage_models(histories_from_columns(read_samples(tmp_path, "brokers", "fit").to_pydict()))
     assert set(got.brokers) == set(expected.brokers) == {"cool:8080", "hot:8080", "late:8080"}

@@ -30,8 +30,8 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
+from planner.plan_document import actions_hash
 from planner.plan_store import commit_plan, show_plan
-from planner.planning import actions_hash
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanAction
 

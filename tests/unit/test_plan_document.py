@@ -1,0 +1,46 @@
+"""The plan document is validated wherever it crosses a stage boundary: bad input names the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.errors import InputError
+from planner.plan_document import JobResult, PlanDocument, actions_hash
+
+ACTION = {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "a:1", "destination": "b:1"}
+
+
+def test_the_hash_is_filled_in_and_a_wrong_one_is_refused():
+    document = PlanDocument.parse({"cluster": "c", "strategy": "AvgShedder", "actions": [ACTION]}, "plan")
+    assert document.actions_hash == actions_hash([ACTION])
+    tampered = {**document.to_json(), "actions": [{**ACTION, "destination": "evil:1"}]}
+    with pytest.raises(InputError, match=r"invalid plan: <root>: actionsHash .* is not the hash of the plan's actions"):
+        PlanDocument.parse(tampered, "plan")
+
+
+def test_the_wire_form_is_camel_case_and_round_trips():
+    split = {**ACTION, "kind": "split", "destination": None, "splitAlgorithm": "range_equally_divide"}
+    document = PlanDocument.parse(
+        {"cluster": "c", "strategy": "AvgShedder", "actions": [ACTION, {**split, "splitPositions": None}]}, "plan"
+    )
+    wire = document.to_json()
+    assert set(wire) >= {"actionsHash", "stateAfter", "predictedMoves"}
+    assert "splitAlgorithm" not in wire["actions"][0] and wire["actions"][1]["splitAlgorithm"] == "range_equally_divide"
+    assert PlanDocument.parse(json.loads(json.dumps(wire)), "plan") == document
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"kind": "merge"}, "plan.actions[0].kind"),
+        ({"msgRate": "fast"}, "plan.actions[0].msgRate"),
+        ({"bundle": None}, "plan.actions[0].bundle"),
+    ],
+)
+def test_a_bad_job_output_names_the_field(change, field):
+    text = json.dumps({"plan": {"cluster": "c", "strategy": "s", "actions": [{**ACTION, **change}]}, "snapshot": 3})
+    with pytest.raises(InputError) as refused:
+        JobResult.parse(text, "Spark job output plan-c.json")
+    assert str(refused.value).startswith(f"invalid Spark job output plan-c.json: {field}: ")
