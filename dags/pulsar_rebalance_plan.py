@@ -15,7 +15,7 @@ from airflow.sdk import Param, dag, task
 from airflow.task.trigger_rule import TriggerRule
 
 from planner import airflow_tasks
-from planner.approval_gate import DECISION_KEY, PlanApprovalOperator
+from planner.approval_gate import PlanApprovalOperator
 from planner.shedding.registry import STRATEGIES
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
@@ -71,26 +71,27 @@ def build(cluster: str) -> None:
 
         summary = commit(paths)
         paths >> spark_job >> summary
+        # The gate shows and binds the plan this run stored, and records the answer in the planner's store.
         gate = PlanApprovalOperator(
             task_id="approve",
-            subject="{{ ti.xcom_pull(task_ids='commit')['subject'] }}",
-            body="{{ ti.xcom_pull(task_ids='commit')['markdown'] }}",
+            cluster=cluster,
             defaults=["Reject"],
             response_timeout=RESPONSE_TIMEOUT,
             assigned_users=airflow_tasks.approvers() or None,
         )
 
+        # The decision is read from the planner's store; the gate's XCom is only audited if nothing backs it.
         @task
-        def execute(summary: dict, decision: dict) -> dict:
-            return airflow_tasks.execute_approved(cluster, summary, decision)
+        def execute(claimed: dict | None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.execute_approved(cluster, run_id, claimed)
 
-        # Not a direct downstream of the gate (a Reject skips those): it reads the decision itself.
+        # Not a direct downstream of the gate (a Reject skips those).
         @task(trigger_rule=TriggerRule.ALL_DONE)
-        def report(summary: dict, ti=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            return airflow_tasks.report_outcome(cluster, summary, ti.xcom_pull(task_ids="approve", key=DECISION_KEY))
+        def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.report_outcome(cluster, run_id)
 
         has_actions(summary) >> gate
-        execute(summary, gate.output) >> report(summary)
+        execute(gate.output) >> report()
 
     plan_dag()
 

@@ -15,6 +15,8 @@ import json
 import os
 import re
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,11 +25,20 @@ from pydantic import SecretStr
 
 from planner.clusters import ClusterSettings
 from planner.collector import collect
-from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.decisions import (
+    record_approval_request,
+    record_decision,
+    recorded_decision,
+    refuse_decision,
+    refuse_execution,
+    requested_hash,
+)
+from planner.errors import InputError
+from planner.executor import ExecutorSettings, execute_plan
 from planner.paths import planner_home
 from planner.plan_document import JobResult, PlanDocument, PlanSummary
 from planner.plan_runner import PlanRequest, commit_job_output, job_request
-from planner.plan_store import record_measurement, show_plan
+from planner.plan_store import plan_for_run, record_measurement, show_plan
 from planner.samples import read_samples, samples_root, snapshot_broker_load
 from planner.store.database import Store, default_database_url
 
@@ -42,9 +53,16 @@ def configured_clusters() -> list[str]:
 
 
 def approvers() -> list[dict[str, str]]:
-    """Users allowed to answer the approval gate (`PULSAR_REBALANCE_APPROVERS`); empty means anyone."""
-    names = [name.strip() for name in os.environ.get("PULSAR_REBALANCE_APPROVERS", "").split(",") if name.strip()]
-    return [{"id": name, "name": name} for name in names]
+    """Users allowed to answer the approval gate (`PULSAR_REBALANCE_APPROVERS`); empty means any user who
+    may answer it in Airflow. Entries are `ID` or `ID:Display name`, comma-separated: the id is the auth
+    manager's user id (the user name under the simple auth manager, the numeric id under FAB), which is
+    what Airflow matches; the name is what people read."""
+    entries = [entry.strip() for entry in os.environ.get("PULSAR_REBALANCE_APPROVERS", "").split(",") if entry.strip()]
+    users = []
+    for entry in entries:
+        user_id, _, name = entry.partition(":")
+        users.append({"id": user_id.strip(), "name": name.strip() or user_id.strip()})
+    return users
 
 
 def samples_asset_name(cluster: str) -> str:
@@ -189,30 +207,75 @@ def commit_plan_output(cluster: str, paths: dict[str, str], run_id: str, base_ur
     ).to_json()
 
 
-def _decision(gate_output: dict[str, Any] | None) -> tuple[bool, str | None, datetime | None]:
-    if not gate_output:
-        return False, None, None
-    approved = "Approve" in (gate_output.get("chosen_options") or [])
-    user = gate_output.get("responded_by_user") or {}
-    responded_at = gate_output.get("responded_at")
-    if isinstance(responded_at, str):
-        responded_at = datetime.fromisoformat(responded_at)
-    return approved, user.get("name") or user.get("id"), responded_at
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    plan_id: int
+    actions_hash: str
+    subject: str
+    markdown: str
 
 
-def execute_approved(cluster: str, summary: dict[str, Any], gate_output: dict[str, Any]) -> dict[str, Any]:
-    approved, approver, decided_at = _decision(gate_output)
-    if not approved:
-        return {"plan": summary["plan"], "status": "rejected"}
+def _run_plan(planner_store: Store, cluster: str, run_id: str) -> int:
+    plan_id = plan_for_run(planner_store, run_id, cluster)
+    if plan_id is None:
+        raise InputError(f"run {run_id!r} committed no plan for cluster {cluster!r}")
+    return plan_id
+
+
+def request_approval(cluster: str, run_id: str, base_url: str) -> ApprovalRequest:
+    """What the gate puts to the reviewer, from the plan in the store (never from XCom), and a record of
+    which action hash that is: the decision will bind exactly it."""
     planner_store = store()
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    shown = show_plan(planner_store, plan_id)
+    plan = PlanDocument.parse(shown, f"stored plan {plan_id}")
+    url = f"{base_url.rstrip('/')}/pulsar-planner/plans/{plan_id}"
+    markdown = approval_markdown(plan, url) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
+    record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve")
+    subject = f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy} (plan {plan_id})"
+    return ApprovalRequest(plan_id, plan.actions_hash, subject, markdown)
+
+
+def record_gate_decision(
+    cluster: str,
+    run_id: str,
+    *,
+    chosen: list[str],
+    responder: Mapping[str, str] | None,
+    responded_at: datetime | None,
+    assigned: list[str],
+) -> None:
+    """The gate's answer, as Airflow recorded it, into the planner's store. A responder who is not an
+    assigned approver is refused (Airflow refuses them too; this holds if its check is ever bypassed)."""
+    planner_store = store()
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    if responder is not None and assigned and responder.get("id") not in assigned:
+        who = f"{responder.get('name')} (id {responder.get('id')})"
+        refuse_decision(planner_store, plan_id, f"{who} is not an assigned approver")
+        raise InputError(f"plan {plan_id}: {responder.get('name')} is not an assigned approver")
     record_decision(
         planner_store,
-        summary["plan"],
-        approved=True,
-        approver=approver,
-        approved_hash=summary["actionsHash"],
-        decided_at=decided_at,
+        plan_id,
+        approved="Approve" in chosen,
+        approver=(responder or {}).get("name"),
+        approver_id=(responder or {}).get("id"),
+        approved_hash=requested_hash(planner_store, plan_id),
+        decided_at=responded_at,
+        source="airflow-hitl",
     )
+
+
+def execute_approved(cluster: str, run_id: str, claimed: object = None) -> dict[str, Any]:
+    """Execute the run's plan if the gate recorded an approval in the store. `claimed` is what XCom says
+    the gate decided: it decides nothing, and is audited when no recorded decision backs it."""
+    planner_store = store()
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    decision = recorded_decision(planner_store, plan_id)
+    if decision is None or decision.source != "airflow-hitl":
+        refuse_execution(planner_store, plan_id, "the approval gate recorded no decision", claimed=claimed)
+        raise InputError(f"plan {plan_id}: the approval gate recorded no decision; refusing to execute")
+    if decision.decision != "approved":
+        return {"plan": plan_id, "status": "rejected"}
     settings = cluster_settings(cluster)
     executor_settings = ExecutorSettings()
     with settings.client() as client:
@@ -220,9 +283,9 @@ def execute_approved(cluster: str, summary: dict[str, Any], gate_output: dict[st
         report = execute_plan(
             planner_store,
             client,
-            summary["plan"],
+            plan_id,
             executor_settings,
-            actor=f"airflow:{approver}",
+            actor=f"airflow:{decision.approver or decision.approver_id}",
             claim_wait=executor_settings.lease.total_seconds() + 30,
         )
     return report.to_json()
@@ -240,22 +303,17 @@ def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:
         time.sleep(5)
 
 
-def report_outcome(cluster: str, summary: dict[str, Any], gate_output: dict[str, Any] | None) -> dict[str, Any]:
-    """After the gate: record a rejection (or timeout), or measure the cluster again after execution."""
-    approved, approver, decided_at = _decision(gate_output)
+def report_outcome(cluster: str, run_id: str) -> dict[str, Any]:
+    """After the gate: the decision as the gate recorded it; after an execution, the load measured again."""
     planner_store = store()
-    if not approved:
-        record_decision(
-            planner_store,
-            summary["plan"],
-            approved=False,
-            approver=approver,
-            approved_hash=summary["actionsHash"],
-            decided_at=decided_at,
-        )
-        return {"plan": summary["plan"], "status": "rejected", "by": approver or "timeout"}
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    decision = recorded_decision(planner_store, plan_id)
+    if decision is None:
+        return {"plan": plan_id, "status": show_plan(planner_store, plan_id)["status"], "decision": None}
+    if decision.decision != "approved":
+        return {"plan": plan_id, "status": "rejected", "by": decision.approver or "timeout"}
     after = _collect_fresh_reports(cluster, since_millis=int(time.time() * 1000))
     measured = snapshot_broker_load(planner_home(), cluster, after["snapshot"])
-    record_measurement(planner_store, summary["plan"], after["snapshot"], measured, actor="airflow:report")
-    plan = show_plan(planner_store, summary["plan"])
-    return {"plan": summary["plan"], "status": plan["status"], "snapshotAfter": after["snapshot"]}
+    record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
+    plan = show_plan(planner_store, plan_id)
+    return {"plan": plan_id, "status": plan["status"], "snapshotAfter": after["snapshot"]}

@@ -34,8 +34,9 @@ from planner.bundles.split import can_split
 from planner.clusters import ClusterSettings, find_cluster
 from planner.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
+from planner.decisions import record_decision
 from planner.errors import InputError
-from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.executor import ExecutorSettings, execute_plan
 from planner.lifecycle import PlanStatus
 from planner.load_manager_shared import remove_expired_recently_unloaded
 from planner.model import format_validation_error, parse_json_document, read_load_data

@@ -209,69 +209,13 @@ def default_holder(actor: str) -> str:
     return f"{actor} ({getpass.getuser()}@{socket.gethostname()} pid {os.getpid()})"
 
 
-# --- decisions ------------------------------------------------------------------------------------
-
-
-def record_decision(
-    store: Store,
-    plan_id: int,
-    *,
-    approved: bool,
-    approver: str | None,
-    approved_hash: str,
-    approver_id: str | None = None,
-    decided_at: datetime | None = None,
-    source: str = "airflow",
-    actor: str | None = None,
-) -> None:
-    """Store the reviewer's decision; an approval must be for the action rows the plan holds now.
-
-    `approver` None is the gate's timeout default. A retried task finds its decision recorded and
-    changes nothing; a different decision for an already decided plan is refused.
-    """
-    decision = PlanStatus.APPROVED if approved else PlanStatus.REJECTED
-    with store.session() as session:
-        plan = session.get(Plan, plan_id)
-        if plan is None:
-            raise NotFoundError(f"unknown plan {plan_id}")
-        existing = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
-        if existing is not None:
-            if existing.decision != decision.value:
-                raise InputError(f"plan {plan_id} was already {existing.decision} by {existing.approver or 'timeout'}")
-            return  # a retried task: the decision was recorded already
-        if approved and (approved_hash != plan.actions_hash or _rows_hash(session, plan_id) != plan.actions_hash):
-            raise InputError(f"plan {plan_id}: the approved action list does not match the stored one")
-        plan.status = advance(plan.status, decision, f"plan {plan_id}")
-        session.add(
-            Approval(
-                plan_id=plan_id,
-                decision=decision.value,
-                approver=approver,
-                approver_id=approver_id,
-                decided_at=decided_at or utc_now(),
-                actions_hash=approved_hash,
-                source=source,
-            )
-        )
-        session.add(
-            audit_event(
-                plan.cluster.name,
-                actor or approver or "timeout",
-                f"plan.{decision.value}",
-                plan=plan_id,
-                approver=approver,
-                approverId=approver_id,
-                source=source,
-            )
-        )
-
-
 def _rows(session: Session, plan_id: int) -> list[ExecutableAction]:
     rows = session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id).order_by(PlanAction.sequence))
     return [ExecutableAction.of(row) for row in rows]
 
 
-def _rows_hash(session: Session, plan_id: int) -> str:
+def rows_hash(session: Session, plan_id: int) -> str:
+    """The approval hash of the plan's action rows as they are now (what would run)."""
     rows = _rows(session, plan_id)
     if [row.sequence for row in rows] != list(range(len(rows))):
         return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
@@ -698,7 +642,7 @@ def execute_plan(
             started = plan.execution_started_at
             # The rows read here are the rows that run: the approval must be for exactly these.
             actions = _rows(session, plan_id)
-            matches = _rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
+            matches = rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
             if not matches:
                 session.add(audit_event(cluster, actor, "plan.hash-mismatch", plan=plan_id, approver=approval.approver))
         if not matches:

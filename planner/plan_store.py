@@ -150,6 +150,18 @@ def commit_plan_once(store: Store, plan: PlanDocument | Mapping[str, Any], **opt
             return CommitResult(existing.id, False, existing.state_version)
 
 
+def plan_for_run(store: Store, run_id: str, cluster: str) -> int | None:
+    """The plan an orchestrator run committed for a cluster (its run key starts with the run id and the
+    cluster), found in the store rather than in anything the run's tasks pass each other."""
+    with store.session() as session:
+        return session.scalar(
+            select(Plan.id)
+            .where(Plan.run_key.startswith(f"{run_id}:{cluster}:", autoescape=True))
+            .order_by(Plan.id.desc())
+            .limit(1)
+        )
+
+
 def list_plans(store: Store, cluster: str | None = None, status: str | None = None, limit: int = 50) -> list[dict]:
     with store.session() as session:
         query = select(Plan, Cluster.name).join(Cluster).order_by(Plan.id.desc()).limit(limit)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 
 from planner.admin_client import AdminError, PulsarAdminClient
-from planner.executor import record_decision
+from planner.decisions import record_decision
 from planner.plan_document import actions_hash
 from planner.plan_store import commit_plan, read_state
 

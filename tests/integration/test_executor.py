@@ -7,8 +7,9 @@ import pytest
 from sqlalchemy import select
 
 from planner.bundles.bundle_range import BundleName
+from planner.decisions import record_decision
 from planner.errors import InputError
-from planner.executor import ExecutorSettings, execute_plan, record_decision
+from planner.executor import ExecutorSettings, execute_plan
 from planner.plan_store import commit_plan, show_plan
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, RecentlyUnloaded

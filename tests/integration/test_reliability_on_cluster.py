@@ -4,6 +4,7 @@ users with the admin token kept out of every log, table and XCom. Figures are pr
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import secrets
@@ -11,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,9 +25,15 @@ from planner.bundles.bundle_range import BundleName
 from planner.executor import ExecutorSettings, execute_plan
 from planner.plan_store import show_plan
 from planner.store.database import Store
-from planner.store.models import AuditEvent
+from planner.store.models import ActionExecution, AuditEvent, PlanAction
 from planner.traffic import BundleTraffic
-from tests.integration.conftest import CYCLE_CONF, airflow_api_server, airflow_env, collect_snapshots
+from tests.integration.conftest import (
+    CYCLE_CONF,
+    AirflowServer,
+    airflow_api_server,
+    airflow_env,
+    collect_snapshots,
+)
 from tests.integration.executor_support import CountingClient, approved, owners, unload
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
@@ -141,6 +149,89 @@ def _current_bundles(client, generator):
     return [f"{generator.namespace}/0x{low:08x}_0x{high:08x}" for low, high in itertools.pairwise(boundaries)]
 
 
+@dataclass
+class GateWaiting:
+    server: AirflowServer
+    pending: dict
+    run: subprocess.Popen
+    hitl_path: str
+    run_path: str
+
+
+@contextlib.contextmanager
+def plan_run_at_its_gate(env, cluster, tmp_path, users):
+    """A plan DAG run (`dag.test()` in its own process) waiting at its approval gate, and a real api-server
+    with password logins for `users` (name -> role) on the same metadata database."""
+    # Files, not pipes: the run logs a lot while the test waits, and a full pipe would block it.
+    out, err = (tmp_path / "cycle.out").open("w"), (tmp_path / "cycle.err").open("w")
+    dag_id = f"pulsar_rebalance_plan_{cluster['cluster']}"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "planner.airflow_cycle", dag_id, "ui", json.dumps(CYCLE_CONF)],
+        env=env,
+        stdout=out,
+        stderr=err,
+    )
+    try:
+        with airflow_api_server(env, users) as server:
+            viewer = server.session(next(iter(users)))
+            deadline = time.monotonic() + 300
+            while True:
+                pending = viewer.get(
+                    f"{server.url}/api/v2/dags/~/dagRuns/~/hitlDetails",
+                    params={"response_received": "false"},
+                    timeout=30,
+                ).json()["hitl_details"]
+                if pending or time.monotonic() > deadline or run.poll() is not None:
+                    break
+                time.sleep(2)
+            assert pending, (tmp_path / "cycle.err").read_text()[-3000:]
+            gate = pending[0]["task_instance"]
+            time.sleep(3)  # answering within a second of the gate appearing can race the run's loop
+            run_path = f"{server.url}/api/v2/dags/{gate['dag_id']}/dagRuns/{quote(gate['dag_run_id'], safe='')}"
+            hitl_path = f"{run_path}/taskInstances/{gate['task_id']}/{gate['map_index']}/hitlDetails"
+            yield GateWaiting(server, pending[0], run, hitl_path, run_path)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        out.close()
+        err.close()
+
+
+def test_a_forged_approval_is_refused_and_audited(pulsar_cluster, traffic_generator, tmp_path):
+    """A `user`-role Airflow user writes an "Approve" XCom for the gate and marks it success without
+    answering it: the execute task refuses, sends nothing, and the attempt is in the audit trail."""
+    hot = pulsar_cluster["brokers"][0]["id"]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
+    generator.place_bundles(dict.fromkeys(range(4), hot))
+    generator.start()
+    time.sleep(12)  # two load-report intervals
+    env = airflow_env(pulsar_cluster, tmp_path)
+    env["PULSAR_REBALANCE_APPROVERS"] = "alice:Alice Doe"
+    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+    forged = {"chosen_options": ["Approve"], "params_input": {}, "responded_by_user": {"id": "alice", "name": "alice"}}
+    with plan_run_at_its_gate(env, pulsar_cluster, tmp_path, {"mallory": "user", "alice": "user"}) as waiting:
+        mallory = waiting.server.session("mallory")
+        gate = f"{waiting.run_path}/taskInstances/approve"
+        written = mallory.post(
+            f"{gate}/xcomEntries", json={"key": "return_value", "value": forged, "map_index": -1}, timeout=30
+        )
+        assert written.status_code in (200, 201), written.text
+        marked = mallory.patch(gate, json={"new_state": "success"}, timeout=30)
+        assert marked.status_code == 200, marked.text
+        waiting.run.wait(timeout=600)
+    outcome = json.loads((tmp_path / "cycle.out").read_text().strip().splitlines()[-1])
+    assert outcome["tasks"]["approve"] == "success" and outcome["tasks"]["execute"] == "failed", outcome
+    store = Store(env["PULSAR_REBALANCE_DB_URL"])
+    with store.session() as session:
+        events = {event.event: event for event in session.scalars(select(AuditEvent))}
+        actions, attempts = session.scalars(select(PlanAction)).all(), session.scalars(select(ActionExecution)).all()
+    assert "plan.approved" not in events and "plan.execution-refused" in events
+    assert "Approve" in events["plan.execution-refused"].details["claimed"]
+    assert actions and attempts == [], "the plan had actions, and none was attempted"
+    store.dispose()
+    print("\nforged approval: XCom written and gate marked success by a user-role user; execute refused, audited")
+
+
 def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsar_cluster, traffic_generator, tmp_path):
     token = f"pulsar-admin-token-{secrets.token_hex(12)}"
     hot = pulsar_cluster["brokers"][0]["id"]
@@ -153,51 +244,15 @@ def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsa
     env[connection] = json.dumps({**json.loads(env[connection]), "password": token})
     env["PULSAR_REBALANCE_APPROVERS"] = "alice"
     collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
-    # Files, not pipes: the run logs a lot while the test waits, and a full pipe would block it.
-    out, err = (tmp_path / "cycle.out").open("w+"), (tmp_path / "cycle.err").open("w+")
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "planner.airflow_cycle",
-            f"pulsar_rebalance_plan_{pulsar_cluster['cluster']}",
-            "ui",
-            json.dumps(CYCLE_CONF),
-        ],
-        env=env,
-        stdout=out,
-        stderr=err,
-    )
-    try:
-        with airflow_api_server(env, {"alice": "user", "mallory": "admin"}) as server:
-            alice, mallory = server.session("alice"), server.session("mallory")
-            deadline = time.monotonic() + 300
-            while True:
-                pending = alice.get(
-                    f"{server.url}/api/v2/dags/~/dagRuns/~/hitlDetails",
-                    params={"response_received": "false"},
-                    timeout=30,
-                ).json()["hitl_details"]
-                if pending or time.monotonic() > deadline or run.poll() is not None:
-                    break
-                time.sleep(2)
-            assert pending, (tmp_path / "cycle.err").read_text()[-3000:]
-            gate = pending[0]["task_instance"]
-            assert token not in pending[0]["body"] and token not in pending[0]["subject"]
-            time.sleep(3)  # answering within a second of the gate appearing can race the run's loop
-            path = (
-                f"{server.url}/api/v2/dags/{gate['dag_id']}/dagRuns/{quote(gate['dag_run_id'], safe='')}/"
-                f"taskInstances/{gate['task_id']}/{gate['map_index']}/hitlDetails"
-            )
-            refused = mallory.patch(path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
-            assert refused.status_code == 403, refused.text
-            accepted = alice.patch(path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
-            assert accepted.status_code == 200, accepted.text
-            assert accepted.json()["responded_by"]["id"] == "alice"
-            run.wait(timeout=600)
-    finally:
-        if run.poll() is None:
-            run.kill()
+    with plan_run_at_its_gate(env, pulsar_cluster, tmp_path, {"alice": "user", "mallory": "admin"}) as waiting:
+        alice, mallory = waiting.server.session("alice"), waiting.server.session("mallory")
+        assert token not in waiting.pending["body"] and token not in waiting.pending["subject"]
+        refused = mallory.patch(waiting.hitl_path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
+        assert refused.status_code == 403, refused.text
+        accepted = alice.patch(waiting.hitl_path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
+        assert accepted.status_code == 200, accepted.text
+        assert accepted.json()["responded_by"]["id"] == "alice"
+        waiting.run.wait(timeout=600)
     stdout, stderr = (tmp_path / "cycle.out").read_text(), (tmp_path / "cycle.err").read_text()
     outcome = json.loads(stdout.strip().splitlines()[-1])
     assert outcome["tasks"]["execute"] == "success", stderr[-3000:]
@@ -209,8 +264,6 @@ def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsa
     # The token was used (every admin call carried it) but is written nowhere: not in Airflow's task
     # logs, its metadata database (XCom, rendered fields, HITL bodies), the planner's store or files.
     places = [Path(env["AIRFLOW_HOME"]), Path(env["PULSAR_REBALANCE_HOME"]), tmp_path / "planner.db"]
-    out.close()
-    err.close()
     files = [path for place in places for path in ([place] if place.is_file() else place.rglob("*")) if path.is_file()]
     assert any(path.suffix == ".log" for path in files) and len(files) > 10
     leaked = [str(path) for path in files if token.encode() in path.read_bytes()]

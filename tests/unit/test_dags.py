@@ -45,8 +45,10 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     gate = dag.task_dict["approve"]
     assert gate.defaults == ["Reject"] and gate.options == ["Approve", "Reject"]
     assert gate.response_timeout.total_seconds() == 4 * 3600
-    assert dag.task_dict["execute"].upstream_task_ids == {"approve", "commit"}
-    assert dag.task_dict["report"].upstream_task_ids == {"execute", "commit"}
+    # Execute and report find the plan and its decision in the planner's store, not in the commit's XCom.
+    assert dag.task_dict["execute"].upstream_task_ids == {"approve"}
+    assert dag.task_dict["report"].upstream_task_ids == {"execute"}
+    assert gate.cluster == "local" and "subject" not in gate.template_fields
     assert dag.task_dict["spark_plan"]._conn_id == "spark_default"
     assert dag.task_dict["report"].trigger_rule == "all_done"
     assert set(dag.params.get_param("strategy").schema["enum"]) == {

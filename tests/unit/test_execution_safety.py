@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 
 from planner import cli
 from planner.admin_client import PulsarAdminClient
+from planner.decisions import record_decision
 from planner.errors import InputError
 from planner.executor import (
     ClaimLostError,
@@ -20,7 +21,6 @@ from planner.executor import (
     _renew,
     claim_plan,
     execute_plan,
-    record_decision,
 )
 from planner.lifecycle import (
     ATTEMPT_TRANSITIONS,

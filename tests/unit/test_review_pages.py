@@ -14,7 +14,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 
 from planner.config import PulsarConfig
-from planner.executor import record_decision
+from planner.decisions import record_decision
 from planner.model import load_data_from_json
 from planner.plan_store import commit_plan, record_measurement
 from planner.planning import make_plan
