@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import DBAPIError
 
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
+from planner.store.models import AuditEvent, audit_event
 from tests.unit import test_collector_and_store as on_sqlite
 
 pytestmark = pytest.mark.integration
@@ -42,3 +45,12 @@ def test_migrations_upgrade_an_empty_postgresql_database_and_are_no_ops_after(po
     assert upgrade(bare.engine) is False
     assert "***" in bare.safe_url or "@" not in bare.safe_url
     bare.dispose()
+
+
+def test_the_audit_log_refuses_truncate_on_postgresql(store):
+    with store.session() as session:
+        session.add(audit_event("c1", "tester", "test.event"))
+    with pytest.raises(DBAPIError, match="append-only"), store.session() as session:
+        session.execute(text("TRUNCATE audit_log"))
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(AuditEvent)) == 1
