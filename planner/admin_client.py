@@ -10,9 +10,11 @@ endpoint cannot exhaust memory or the stack. Errors name the broker, endpoint an
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import ssl
+import weakref
 from base64 import b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -68,16 +70,37 @@ class AdminError(Exception):
         super().__init__(f"{method} {endpoint} on {broker} failed ({status_text}): {reason}")
 
 
-class _ClusterSession(requests.Session):
-    """A session that keeps credentials across 307 redirects between the cluster's brokers.
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
-    requests drops the Authorization header whenever the port or host changes, but Pulsar redirects
-    to the owning broker or the leader, which need the same credentials. Only a downgrade from https
-    to http drops them.
+
+class _ClusterSession(requests.Session):
+    """A session whose credentials go only where they belong, redirects included.
+
+    Pulsar redirects to the owning broker or the leader, which need the same credentials, so they are
+    kept on a redirect to a host the client trusts: the admin URL's and the cluster's own active brokers
+    (`PulsarAdminClient.credentials_allowed`). A redirect anywhere else, or from https to http, drops them.
     """
 
+    def __init__(self, allowed: Callable[[str], bool]) -> None:
+        super().__init__()
+        self._allowed = allowed
+
     def should_strip_auth(self, old_url: str, new_url: str) -> bool:
-        return urlsplit(old_url).scheme == "https" and urlsplit(new_url).scheme != "https"
+        if urlsplit(old_url).scheme == "https" and urlsplit(new_url).scheme != "https":
+            return True
+        if not self._allowed(new_url):
+            logger.warning(
+                "redirect to %s: not the admin URL's host nor an active broker; credentials dropped",
+                urlsplit(new_url).netloc,
+            )
+            return True
+        return False
 
 
 class _BearerToken(requests.auth.AuthBase):
@@ -92,7 +115,7 @@ class _BearerToken(requests.auth.AuthBase):
         return "_BearerToken(***)"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class AdminAuth:
     """Credentials: a JWT (`Bearer`) or HTTP basic user and password. `repr` never shows the secret."""
 
@@ -123,6 +146,31 @@ class AdminAuth:
     def __repr__(self) -> str:
         kind = "token" if self.token else "basic" if self.username is not None else "none"
         return f"AdminAuth({kind}, ***)"
+
+
+class _SecretsFilter(logging.Filter):
+    """Masks the credentials of every live client in the records of the HTTP libraries' loggers: urllib3
+    logs request URLs when it retries, and a redirect may put a token in one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.auths: weakref.WeakSet[AdminAuth] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        auths = list(self.auths)
+        if auths:
+            message = record.getMessage()
+            masked = message
+            for auth in auths:
+                masked = auth.redact(masked)
+            if masked != message:
+                record.msg, record.args = masked, ()
+        return True
+
+
+_SECRETS_FILTER = _SecretsFilter()
+for _name in ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.poolmanager", "urllib3.response"):
+    logging.getLogger(_name).addFilter(_SECRETS_FILTER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +207,22 @@ class PulsarAdminClient:
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
         concurrency: int = DEFAULT_CONCURRENCY,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        allow_insecure_http_credentials: bool = False,
     ) -> None:
         parts = urlsplit(admin_url)
-        if parts.scheme not in {"http", "https"} or not parts.netloc:
+        if parts.scheme not in {"http", "https"} or not parts.netloc or not parts.hostname:
             raise InputError(f"invalid admin URL {admin_url!r}: expected http(s)://host:port")
+        self._auth = auth or AdminAuth()
+        if self._auth.secrets():
+            _SECRETS_FILTER.auths.add(self._auth)
+        self.allow_insecure_http_credentials = allow_insecure_http_credentials
+        if self._auth.requests_auth() is not None and not self._plain_text_allowed(admin_url):
+            raise InputError(
+                f"admin URL {admin_url}: credentials would travel over plain http to a host that is not loopback; "
+                "use https, or set allow_insecure_http_credentials = true in the cluster's settings"
+            )
+        # Hosts that may receive the credentials: the admin URL's, and the active brokers the cluster lists.
+        self._trusted_hosts = {parts.hostname}
         self.admin_url = admin_url.rstrip("/")
         self.scheme = parts.scheme
         self.timeout = timeout
@@ -170,10 +230,8 @@ class PulsarAdminClient:
         self.max_response_bytes = max_response_bytes
         # Passed on every request too: requests lets REQUESTS_CA_BUNDLE override a session's CA file.
         self._verify: str | bool = ca_file if ca_file else verify_tls
-        self._auth = auth or AdminAuth()
-        self._session = _ClusterSession()
+        self._session = _ClusterSession(self.credentials_allowed)
         self._session.max_redirects = max_redirects
-        self._session.auth = self._auth.requests_auth()
         self._session.verify = self._verify
         self._session.headers["Accept"] = "application/json"
         retry = Retry(
@@ -194,6 +252,15 @@ class PulsarAdminClient:
     def close(self) -> None:
         self._session.close()
 
+    def _plain_text_allowed(self, url: str) -> bool:
+        parts = urlsplit(url)
+        return parts.scheme == "https" or is_loopback(parts.hostname or "") or self.allow_insecure_http_credentials
+
+    def credentials_allowed(self, url: str) -> bool:
+        """Whether a request to `url` may carry the credentials: a trusted host, and not plain http to a
+        host that is not loopback (unless the cluster's settings allow it)."""
+        return urlsplit(url).hostname in self._trusted_hosts and self._plain_text_allowed(url)
+
     def __enter__(self) -> PulsarAdminClient:
         return self
 
@@ -213,10 +280,14 @@ class PulsarAdminClient:
     ) -> _Answer:
         base = base or self.admin_url
         broker = urlsplit(base).netloc
+        auth = self._auth.requests_auth() if self.credentials_allowed(base) else None
+        if auth is None and self._auth.requests_auth() is not None:
+            logger.warning("%s %s on %s: not a host the credentials may go to; sent without them", method, path, broker)
         try:
             with self._session.request(
                 method,
                 base + path,
+                auth=auth,
                 params=params,
                 data=json.dumps(body) if body is not None else None,
                 headers={"Content-Type": "application/json"} if body is not None else None,
@@ -301,8 +372,10 @@ class PulsarAdminClient:
         raise AdminError(urlsplit(self.admin_url).netloc, "GET", "/admin/v2/clusters", f"ambiguous clusters {clusters}")
 
     def active_brokers(self, cluster: str) -> list[str]:
-        brokers = self._get_json(f"/admin/v2/brokers/{quote(cluster, safe='')}")
-        return sorted(str(broker) for broker in brokers)
+        """The cluster's active brokers (`host:webPort`); their hosts may receive the credentials from now on."""
+        brokers = sorted(str(broker) for broker in self._get_json(f"/admin/v2/brokers/{quote(cluster, safe='')}"))
+        self._trusted_hosts.update(urlsplit(f"//{broker}").hostname or "" for broker in brokers)
+        return brokers
 
     def leader_broker(self) -> dict[str, str]:
         return self._get_json("/admin/v2/brokers/leaderBroker")

@@ -108,6 +108,7 @@ def cluster_settings(cluster: str) -> ClusterSettings:
         password=SecretStr(connection.password) if basic and connection.password else None,
         ca_file=extra.get("ca_file"),
         verify_tls=extra.get("verify_tls", True),
+        allow_insecure_http_credentials=extra.get("allow_insecure_http_credentials", False),
     )
 
 

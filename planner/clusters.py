@@ -9,6 +9,7 @@ a file that holds the token or password.
     admin_url = "https://pulsar-east.example:8443"
     token_env = "PULSAR_EAST_TOKEN"        # or token_file = "/run/secrets/pulsar-east"
     ca_file = "/etc/ssl/pulsar-ca.pem"     # TLS is verified unless verify_tls = false
+    # allow_insecure_http_credentials = true   # only if a token must go over plain http to another host
     max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
 
 Inside Airflow, Connections provide the same fields (wired by the DAGs).
@@ -39,6 +40,8 @@ class ClusterSettings(BaseModel):
     password_env: str | None = None
     ca_file: Path | None = None
     verify_tls: bool = True
+    # Credentials never go over plain http to a host that is not loopback, unless this says they may.
+    allow_insecure_http_credentials: bool = False
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
     # Direct secrets are accepted for programmatic use (Airflow Connections), never logged or printed.
     token: SecretStr | None = None
@@ -78,6 +81,7 @@ class ClusterSettings(BaseModel):
             ca_file=str(self.ca_file) if self.ca_file else None,
             verify_tls=self.verify_tls,
             max_response_bytes=self.max_response_bytes,
+            allow_insecure_http_credentials=self.allow_insecure_http_credentials,
         )
 
 

@@ -36,7 +36,7 @@ class SeenRequest:
 class FakePulsar:
     """Routes `(method, path)` to a list of replies, consumed in order; the last one repeats."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, ssl_context: ssl.SSLContext | None = None, host: str = "127.0.0.1") -> None:
         self.scheme = "https" if ssl_context is not None else "http"
         self.routes: dict[tuple[str, str], list[Reply]] = {}
         self.requests: list[SeenRequest] = []
@@ -83,7 +83,7 @@ class FakePulsar:
 
             do_GET = do_PUT = do_POST = _handle  # noqa: N815 - http.server dispatches on these names
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda *_: None  # refused TLS handshakes are expected, not news
         if ssl_context is not None:

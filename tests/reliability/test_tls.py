@@ -12,6 +12,7 @@ from urllib3.exceptions import InsecureRequestWarning
 
 from planner.admin_client import AdminAuth, AdminError, PulsarAdminClient
 from planner.clusters import load_clusters
+from planner.errors import InputError
 from tests.fake_pulsar import FakePulsar, Reply
 
 pytestmark = pytest.mark.reliability
@@ -136,12 +137,26 @@ def test_the_token_is_in_no_error_and_no_log_line_when_a_call_fails(tls_fake, pr
     assert TOKEN[:12] not in str(raised.value)
 
 
-def test_the_token_is_masked_in_the_tls_failure_too(tls_fake, caplog):
-    with caplog.at_level(logging.DEBUG), client_for(tls_fake, auth=AdminAuth(token=TOKEN)) as client:
-        with pytest.raises(AdminError) as raised:
+def test_a_tls_failure_after_a_redirect_whose_url_carries_the_token_shows_it_nowhere(tls_fake, private_ca, caplog):
+    # The verified server has the token; it redirects to a server the client does not trust, with the token in
+    # the URL. The failure must not repeat it: not in the error, not in a log line (urllib3's included).
+    untrusted = FakePulsar(ssl_context=tls_fake_context(private_ca), host="127.0.0.2")
+    try:
+        # 127.0.0.2: the certificate names 127.0.0.1 and localhost, so the handshake fails there.
+        location = f"{untrusted.url}/admin/v2/tenants?token={TOKEN}"
+        tls_fake.route("GET", "/admin/v2/tenants", Reply(307, headers={"Location": location}))
+        client = client_for(tls_fake, auth=AdminAuth(token=TOKEN), ca_file=str(private_ca.ca_file))
+        with caplog.at_level(logging.DEBUG), client, pytest.raises(AdminError) as raised:
             client.tenants()
         logging.getLogger("reliability").error("%s", raised.value)
-    assert TOKEN not in caplog.text and TOKEN not in str(raised.value)
+    finally:
+        untrusted.close()
+    assert tls_fake.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"  # the token was in play
+    assert TOKEN not in caplog.text and TOKEN not in str(raised.value) and TOKEN[:12] not in str(raised.value)
+
+
+def tls_fake_context(private_ca):
+    return private_ca.server_context()
 
 
 def test_basic_credentials_echoed_base64_are_masked_too(tls_fake, private_ca):
@@ -166,3 +181,60 @@ def test_a_redirect_from_https_to_http_drops_the_token(tls_fake, private_ca):
         assert "Authorization" not in plain.requests[-1].headers
     finally:
         plain.close()
+
+
+def test_a_redirect_to_a_host_that_is_neither_the_admin_url_nor_a_broker_gets_no_credentials(caplog):
+    admin, elsewhere = FakePulsar(), FakePulsar(host="127.0.0.2")
+    try:
+        elsewhere.route("GET", "/admin/v2/tenants", Reply(200, ["public"]))
+        admin.route("GET", "/admin/v2/tenants", Reply(307, headers={"Location": f"{elsewhere.url}/admin/v2/tenants"}))
+        with client_for(admin, auth=AdminAuth(token=TOKEN)) as client:
+            assert client.tenants() == ["public"]
+    finally:
+        admin.close()
+        elsewhere.close()
+    assert admin.requests[-1].headers["Authorization"] == f"Bearer {TOKEN}"
+    assert "Authorization" not in elsewhere.requests[-1].headers
+    assert "credentials dropped" in caplog.text and TOKEN not in caplog.text
+
+
+def test_a_redirect_to_an_active_broker_keeps_the_credentials():
+    admin, broker = FakePulsar(), FakePulsar(host="127.0.0.2")
+    try:
+        admin.route("GET", "/admin/v2/brokers/c1", Reply(200, [broker.broker_id]))
+        admin.route("GET", "/admin/v2/tenants", Reply(307, headers={"Location": f"{broker.url}/admin/v2/tenants"}))
+        broker.route("GET", "/admin/v2/tenants", Reply(200, ["public"]))
+        with client_for(admin, auth=AdminAuth(token=TOKEN)) as client:
+            assert client.active_brokers("c1") == [broker.broker_id]
+            assert client.tenants() == ["public"]
+            # Per-broker calls go straight to the broker, with the credentials.
+            broker.route("GET", "/admin/v2/broker-stats/topics", Reply(200, {}))
+            assert client.topic_stats(broker.broker_id) == {}
+    finally:
+        admin.close()
+        broker.close()
+    assert [seen.headers.get("Authorization") for seen in broker.requests] == [f"Bearer {TOKEN}"] * 2
+
+
+def test_credentials_never_go_over_plain_http_to_a_host_that_is_not_loopback(monkeypatch):
+    def no_connection(*_args, **_kwargs):
+        raise AssertionError("a connection was attempted")
+
+    monkeypatch.setattr("socket.create_connection", no_connection)
+    monkeypatch.setattr("urllib3.util.connection.create_connection", no_connection)
+    with pytest.raises(InputError, match="allow_insecure_http_credentials"):
+        PulsarAdminClient("http://10.255.255.1:8080", auth=AdminAuth(token=TOKEN))
+    with pytest.raises(InputError, match="plain http"):
+        PulsarAdminClient("http://pulsar.example:8080", auth=AdminAuth(username="u", password="p"))
+    # Without credentials there is nothing to protect; with the explicit setting the operator chose it.
+    assert not PulsarAdminClient("http://10.255.255.1:8080").credentials_allowed("http://10.255.255.1:8080/x")
+    allowed = PulsarAdminClient(
+        "http://10.255.255.1:8080", auth=AdminAuth(token=TOKEN), allow_insecure_http_credentials=True
+    )
+    assert allowed.credentials_allowed("http://10.255.255.1:8080/admin/v2/tenants")
+    assert not allowed.credentials_allowed("http://10.255.255.2:8080/admin/v2/tenants")
+    # A broker the cluster lists on another host, over plain http, is refused the token too.
+    https = PulsarAdminClient("https://127.0.0.1:8443", auth=AdminAuth(token=TOKEN))
+    https._trusted_hosts.add("10.255.255.3")
+    assert https.credentials_allowed("https://10.255.255.3:8443/x")
+    assert not https.credentials_allowed("http://10.255.255.3:8080/x")
