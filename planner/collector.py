@@ -4,8 +4,16 @@ A snapshot is: every active broker's own load report (fetched from all brokers c
 the namespaces' bundle boundaries, optionally per-topic stats; the raw responses archived
 compressed for audit and replay; broker and bundle rows appended to the samples dataset; and a
 snapshot row in the store. A broker that cannot be read is recorded as missing and the snapshot is
-flagged partial. The files are written inside the database transaction and removed if it fails, so
-a snapshot is either complete in all three places or absent from all of them.
+flagged partial.
+
+A snapshot is complete in all three places or absent from all of them, under kill -9 at any point:
+1. its row is committed as `staged` first (so its id is never given out again, even on SQLite);
+2. the archive and the two Parquet files are written under staged names that readers skip;
+3. each is published by a rename;
+4. the row is marked `published`, with its audit event.
+Readers see published snapshots only (their ids exclude every other). A collect that failed abandons
+its snapshot at once; one that was killed leaves a `staged` row, which the next collect of the cluster
+abandons once it is older than `STALE_AFTER`: its files are deleted and the row kept as `abandoned`.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +33,11 @@ from sqlalchemy.orm import Session
 from planner.admin_client import AdminError, PulsarAdminClient
 from planner.bundles.bundle_range import namespace_of
 from planner.errors import InputError, NotFoundError
+from planner.failpoints import failpoint
+from planner.lifecycle import SnapshotStatus, advance
 from planner.load_manager_shared import is_system_service_namespace
 from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
-from planner.samples import read_samples, write_snapshot_samples
+from planner.samples import read_samples, sample_path, snapshot_tables, staged, write_table_atomically
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
 from planner.time_average import update_bundle_data
@@ -36,6 +46,11 @@ logger = logging.getLogger(__name__)
 
 # Pulsar's leader keeps 1000 long-term samples; older snapshots cannot change the averages much.
 REPLAYED_SNAPSHOTS = 1000
+# A staged snapshot this old belongs to a collect that died (one collect takes seconds to minutes).
+STALE_AFTER = timedelta(minutes=10)
+# The step boundaries of a collect; `file-staged` and `file-published` are reached once per file (3 each).
+COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.file-published", "collector.published")
+SNAPSHOT_FILES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +74,68 @@ class CollectResult:
 
 def archive_root(home: Path) -> Path:
     return home / "archive"
+
+
+def snapshot_files(home: Path, cluster: str, snapshot_id: int, taken_at: datetime) -> list[tuple[Path, Path]]:
+    """A snapshot's files as (staged, published) paths: the archive, then the brokers' and bundles' rows."""
+    archive = (
+        archive_root(home) / f"cluster={cluster}" / f"date={taken_at.date()}" / f"snapshot-{snapshot_id:012d}.json.gz"
+    )
+    published = [
+        archive,
+        *(sample_path(home, table, cluster, snapshot_id, taken_at) for table in ("brokers", "bundles")),
+    ]
+    return [(staged(path), path) for path in published]
+
+
+def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
+    """Snapshot ids readers must skip: staged (being written, or left by a killed collect) and abandoned."""
+    with store.session() as session:
+        return list(
+            session.scalars(
+                select(Snapshot.id)
+                .join(Cluster)
+                .where(Cluster.name == cluster, Snapshot.status != SnapshotStatus.PUBLISHED.value)
+                .order_by(Snapshot.id)
+            )
+        )
+
+
+def _abandon(store: Store, home: Path, snapshot_id: int, actor: str, reason: str) -> None:
+    """Delete whatever a collect wrote of a snapshot and mark its row abandoned (kept: ids are never reused)."""
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        cluster = snapshot.cluster.name
+        taken_at = snapshot.taken_at
+    for staged_path, published_path in snapshot_files(home, cluster, snapshot_id, taken_at):
+        staged_path.unlink(missing_ok=True)
+        published_path.unlink(missing_ok=True)
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        snapshot.status = advance(snapshot.status, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
+        session.add(audit_event(cluster, actor, "snapshot.abandoned", snapshot=snapshot_id, reason=reason))
+
+
+def abandon_stale_snapshots(
+    store: Store, home: Path, cluster: str, *, older_than: timedelta = STALE_AFTER, actor: str = "collector"
+) -> list[int]:
+    """Abandon the cluster's staged snapshots older than `older_than` (left by collects that were killed)."""
+    cutoff = datetime.now(UTC) - older_than
+    with store.session() as session:
+        stale = list(
+            session.scalars(
+                select(Snapshot.id)
+                .join(Cluster)
+                .where(
+                    Cluster.name == cluster,
+                    Snapshot.status == SnapshotStatus.STAGED.value,
+                    Snapshot.taken_at < cutoff,
+                )
+            )
+        )
+    for snapshot_id in stale:
+        _abandon(store, home, snapshot_id, actor, f"staged for more than {older_than}: its collect died")
+    return stale
 
 
 def _write_archive(path: Path, document: dict[str, Any]) -> None:
@@ -139,45 +216,52 @@ def collect(
         "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
-    written: list[Path] = []
+    abandon_stale_snapshots(store, home, cluster, actor=actor)
+    with store.session() as session:
+        snapshot = Snapshot(
+            cluster_id=cluster_row(session, cluster, client.admin_url).id,
+            taken_at=taken_at,
+            brokers=len(reports),
+            bundles=bundle_count,
+            partial=bool(missing),
+            missing_brokers=missing,
+            archive_path="",
+            leader=leader,
+            status=advance(None, SnapshotStatus.STAGED, "a new snapshot").value,
+        )
+        session.add(snapshot)
+        session.flush()
+        snapshot_id = snapshot.id
+        files = snapshot_files(home, cluster, snapshot_id, taken_at)
+        snapshot.archive_path = str(files[0][1])
+    failpoint("collector.row-staged")
     try:
+        _write_archive(files[0][0], archive)
+        failpoint("collector.file-staged")
+        for (staged_path, _), rows in zip(
+            files[1:], snapshot_tables(snapshot_id, taken_at, reports).values(), strict=True
+        ):
+            write_table_atomically(rows, staged_path)
+            failpoint("collector.file-staged")
+        for staged_path, published_path in files:
+            os.replace(staged_path, published_path)
+            failpoint("collector.file-published")
         with store.session() as session:
-            snapshot = Snapshot(
-                cluster_id=cluster_row(session, cluster, client.admin_url).id,
-                taken_at=taken_at,
-                brokers=len(reports),
-                bundles=bundle_count,
-                partial=bool(missing),
-                missing_brokers=missing,
-                archive_path="",
-                leader=leader,
-            )
-            session.add(snapshot)
-            session.flush()
-            archive_path = (
-                archive_root(home)
-                / f"cluster={cluster}"
-                / f"date={taken_at.date()}"
-                / f"snapshot-{snapshot.id:012d}.json.gz"
-            )
-            _write_archive(archive_path, archive)
-            written.append(archive_path)
-            written.extend(write_snapshot_samples(home, cluster, snapshot.id, taken_at, reports))
-            snapshot.archive_path = str(archive_path)
+            row = session.get(Snapshot, snapshot_id)
+            row.status = advance(row.status, SnapshotStatus.PUBLISHED, f"snapshot {snapshot_id}").value
             session.add(
                 audit_event(
                     cluster,
                     actor,
                     "snapshot.collected",
-                    snapshot=snapshot.id,
+                    snapshot=snapshot_id,
                     brokers=len(reports),
                     missing=sorted(missing),
                 )
             )
-            snapshot_id = snapshot.id
-    except BaseException:
-        for path in written:
-            path.unlink(missing_ok=True)
+        failpoint("collector.published")
+    except BaseException as error:
+        _abandon(store, home, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
         raise
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
 
@@ -193,8 +277,8 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
     """
     with store.session() as session:
         snapshot = session.get(Snapshot, snapshot_id)
-        if snapshot is None:
-            raise NotFoundError(f"unknown snapshot {snapshot_id}")
+        if snapshot is None or snapshot.status != SnapshotStatus.PUBLISHED.value:
+            raise NotFoundError(f"unknown snapshot {snapshot_id}" + (f" (it is {snapshot.status})" if snapshot else ""))
         cluster = snapshot.cluster.name
         archive_path = Path(snapshot.archive_path)
         recent = {
@@ -206,7 +290,9 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
     archive = read_archive(archive_path)
     reports = {broker: local_broker_data_from_json(raw, broker) for broker, raw in archive["loadReports"].items()}
 
-    bundle_table = read_samples(home, "bundles", cluster, up_to_snapshot=snapshot_id)
+    bundle_table = read_samples(
+        home, "bundles", cluster, up_to_snapshot=snapshot_id, exclude=unpublished_snapshot_ids(store, cluster)
+    )
     snapshot_ids = sorted(set(bundle_table.column("snapshot_id").to_pylist()))[-REPLAYED_SNAPSHOTS:]
     first_replayed = snapshot_ids[0] if snapshot_ids else snapshot_id
     averages: dict[str, BundleData] = {}
@@ -235,7 +321,13 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
 def list_snapshots(store: Store, cluster: str | None = None, *, limit: int = 50) -> list[dict[str, Any]]:
     """The newest snapshots first, as plain records."""
     with store.session() as session:
-        query = select(Snapshot, Cluster.name).join(Cluster).order_by(Snapshot.id.desc()).limit(limit)
+        query = (
+            select(Snapshot, Cluster.name)
+            .join(Cluster)
+            .where(Snapshot.status == SnapshotStatus.PUBLISHED.value)
+            .order_by(Snapshot.id.desc())
+            .limit(limit)
+        )
         if cluster:
             query = query.where(Cluster.name == cluster)
         return [

@@ -17,8 +17,9 @@ from sqlalchemy import select
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from planner.collector import read_archive
+from planner.collector import read_archive, unpublished_snapshot_ids
 from planner.errors import InputError
+from planner.lifecycle import SnapshotStatus
 from planner.plan_document import JobResult, PlanDocument
 from planner.plan_store import CommitResult, commit_plan_once, read_state
 from planner.shedding.registry import shedding_strategy
@@ -39,7 +40,11 @@ class PlanRequest:
 def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
     with store.session() as session:
         snapshot = session.scalar(
-            select(Snapshot).join(Cluster).where(Cluster.name == cluster).order_by(Snapshot.id.desc()).limit(1)
+            select(Snapshot)
+            .join(Cluster)
+            .where(Cluster.name == cluster, Snapshot.status == SnapshotStatus.PUBLISHED.value)
+            .order_by(Snapshot.id.desc())
+            .limit(1)
         )
         if snapshot is None:
             raise InputError(f"cluster {cluster!r} has no snapshots yet: run `pulsar-rebalance collect` first")
@@ -68,6 +73,8 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
             "recentlyUnloadedBundles": recent,
             "namespaceBundleCounts": {ns: len(b) - 1 for ns, b in archive.get("bundleBoundaries", {}).items()},
             "includeSplits": request.include_splits,
+            # The job reads the samples files itself: it must skip every snapshot that is not published.
+            "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
         }
         versions[cluster] = stored.version
     return inputs, versions

@@ -1,7 +1,10 @@
 """The samples dataset: broker and bundle rows of every snapshot, in Parquet partitioned by cluster and date.
 
-This is the Spark job's input. Each snapshot writes one file per table, atomically (temporary file,
-then rename), under `<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/`.
+This is the Spark job's input. Each snapshot writes one file per table under
+`<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/`: first staged under a name that
+begins with `_` (pyarrow's dataset discovery and Spark both skip such files), then published by a rename
+once the snapshot's row is in the store (`planner.collector`). Readers also exclude the ids of snapshots
+that are not published (`exclude`), so a file a killed collect published is never read.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import functools
 import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -129,25 +132,45 @@ def bundle_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, Loca
     return pa.Table.from_pylist(rows, schema=BUNDLE_SCHEMA)
 
 
-def _write_atomically(table: pa.Table, path: Path) -> None:
+STAGED_PREFIX = "_"  # a file whose name begins with it is invisible to pyarrow datasets and to Spark
+
+
+def staged(path: Path) -> Path:
+    """Where a file is written before it is published (by a rename to `path`)."""
+    return path.with_name(STAGED_PREFIX + path.name)
+
+
+def write_table_atomically(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, temporary, compression="zstd")
     os.replace(temporary, path)
 
 
+def sample_path(home: Path, table: str, cluster: str, snapshot_id: int, taken_at: datetime) -> Path:
+    """The published file of one snapshot's rows of one table."""
+    return _partition(home, table, cluster, taken_at) / f"snapshot-{snapshot_id:012d}.parquet"
+
+
+def snapshot_tables(
+    snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+) -> dict[str, pa.Table]:
+    """One snapshot's rows, per table."""
+    return {
+        "brokers": broker_rows(snapshot_id, taken_at, reports),
+        "bundles": bundle_rows(snapshot_id, taken_at, reports),
+    }
+
+
 def write_snapshot_samples(
     home: Path, cluster: str, snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
 ) -> list[Path]:
-    """Append one snapshot's broker and bundle rows; returns the files written."""
+    """One snapshot's rows written straight to their published files, with no snapshot row: for histories
+    made outside a collect (tests, benchmarks). A collect stages and publishes them (planner.collector)."""
     written = []
-    for table, rows in (
-        ("brokers", broker_rows(snapshot_id, taken_at, reports)),
-        ("bundles", bundle_rows(snapshot_id, taken_at, reports)),
-    ):
-        path = _partition(home, table, cluster, taken_at) / f"snapshot-{snapshot_id:012d}.parquet"
-        _write_atomically(rows, path)
-        written.append(path)
+    for table, rows in snapshot_tables(snapshot_id, taken_at, reports).items():
+        write_table_atomically(rows, sample_path(home, table, cluster, snapshot_id, taken_at))
+        written.append(sample_path(home, table, cluster, snapshot_id, taken_at))
     return written
 
 
@@ -159,9 +182,10 @@ def read_samples(
     up_to_snapshot: int | None = None,
     snapshot: int | None = None,
     since: datetime | None = None,
+    exclude: Collection[int] = (),
 ) -> pa.Table:
     """One table's rows for a cluster, ordered by snapshot: all of them, those up to a snapshot id, one
-    snapshot's, or those taken since a time."""
+    snapshot's, or those taken since a time; never those of the `exclude`d (unpublished) snapshot ids."""
     root = samples_root(home) / table / f"cluster={cluster}"
     schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
     if not root.exists():
@@ -174,6 +198,8 @@ def read_samples(
         conditions.append(ds.field("snapshot_id") == snapshot)
     if since is not None:
         conditions.append(ds.field("taken_at") >= pa.scalar(since, pa.timestamp("ms", tz="UTC")))
+    if exclude:
+        conditions.append(~ds.field("snapshot_id").isin(sorted(exclude)))
     expression = functools.reduce(operator.and_, conditions) if conditions else None
     return dataset.to_table(filter=expression).sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])
 

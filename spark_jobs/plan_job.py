@@ -113,9 +113,22 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pulsar-rebal
     return session
 
 
-def read_table(spark: SparkSession, samples: Path, table: str, clusters: Sequence[str], as_of: datetime) -> DataFrame:
+def read_table(
+    spark: SparkSession,
+    samples: Path,
+    table: str,
+    clusters: Sequence[str],
+    as_of: datetime,
+    excluded: Mapping[str, Sequence[int]] | None = None,
+) -> DataFrame:
+    """One table's rows of the clusters up to `as_of`, without the `excluded` (unpublished) snapshot ids of
+    each cluster. Files staged by a collect (names beginning with `_`) are never listed by Spark."""
     frame = spark.read.option("basePath", str(samples / table)).parquet(str(samples / table))
-    return frame.where(F.col("cluster").isin(list(clusters)) & (F.col("taken_at") <= F.lit(as_of)))
+    frame = frame.where(F.col("cluster").isin(list(clusters)) & (F.col("taken_at") <= F.lit(as_of)))
+    for cluster, ids in (excluded or {}).items():
+        if ids:
+            frame = frame.where(~((F.col("cluster") == F.lit(cluster)) & F.col("snapshot_id").isin(list(ids))))
+    return frame
 
 
 def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Column:
@@ -477,8 +490,11 @@ def plan_clusters(
     fitted on the brokers' reports within `history`.
     """
     as_of = as_of or datetime.now(UTC)
-    bundles = read_table(spark, samples, "bundles", clusters, as_of).where(F.col("taken_at") > F.lit(as_of - history))
-    brokers = read_table(spark, samples, "brokers", clusters, as_of)
+    excluded = {cluster: (inputs or {}).get(cluster, {}).get("excludedSnapshots", []) for cluster in clusters}
+    bundles = read_table(spark, samples, "bundles", clusters, as_of, excluded).where(
+        F.col("taken_at") > F.lit(as_of - history)
+    )
+    brokers = read_table(spark, samples, "brokers", clusters, as_of, excluded)
     inputs = {cluster: dict(document) for cluster, document in (inputs or {}).items()}
     for cluster, models in usage_models(brokers.where(F.col("taken_at") > F.lit(as_of - history))).items():
         inputs.setdefault(cluster, {})["usageModels"] = models

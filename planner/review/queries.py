@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, select
 
+from planner.collector import unpublished_snapshot_ids
 from planner.config import PulsarConfig
 from planner.errors import InputError, NotFoundError
 from planner.lifecycle import PlanStatus
@@ -209,5 +210,6 @@ def cluster_history(store: Store, home: Path, cluster: str, since: datetime) -> 
                 .order_by(AuditEvent.at)
             )
         ]
-    samples = broker_load(read_samples(home, "brokers", cluster, since=since), PulsarConfig())
+    hidden = unpublished_snapshot_ids(store, cluster)
+    samples = broker_load(read_samples(home, "brokers", cluster, since=since, exclude=hidden), PulsarConfig())
     return {"cluster": cluster, "since": _iso(since), "samples": samples, "executions": executions}

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import gzip
 import json
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select, text, update
 
+from planner import samples
 from planner.admin_client import AdminAuth, PulsarAdminClient
-from planner.collector import collect, list_snapshots, load_data_for_snapshot, read_archive
+from planner.collector import (
+    abandon_stale_snapshots,
+    collect,
+    list_snapshots,
+    load_data_for_snapshot,
+    read_archive,
+    unpublished_snapshot_ids,
+)
+from planner.errors import NotFoundError
+from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
 from planner.samples import read_samples
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
 from planner.store.models import AuditEvent, Base, Snapshot
@@ -135,15 +146,55 @@ def test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing(cluster,
 
 def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, tmp_path, monkeypatch):
     entry, _ = cluster
+    real_write = samples.write_table_atomically
+    writes = []
 
-    def fail(*_args, **_kwargs):
-        raise OSError("disk full")
+    def second_write_fails(table, path):
+        writes.append(path)
+        if len(writes) == 2:
+            raise OSError("disk full")
+        real_write(table, path)
 
-    monkeypatch.setattr("planner.collector.write_snapshot_samples", fail)
+    monkeypatch.setattr("planner.collector.write_table_atomically", second_write_fails)
     with pytest.raises(OSError, match="disk full"):
         collect(client(entry), store, tmp_path)
-    assert count(store, Snapshot) == 0 and count(store, AuditEvent) == 0
-    assert not any(path.is_file() for path in (tmp_path / "archive").rglob("*"))
+    # The first Parquet file was written (staged), the second failed: nothing of the snapshot remains to read.
+    assert not [path for path in tmp_path.rglob("*") if path.is_file() and path.suffix in {".parquet", ".gz"}]
+    assert list_snapshots(store) == [] and read_samples(tmp_path, "bundles", "fake").num_rows == 0
+    with store.session() as session:
+        [abandoned] = session.scalars(select(Snapshot)).all()
+        events = [event.event for event in session.scalars(select(AuditEvent))]
+    assert abandoned.status == "abandoned" and events == ["snapshot.abandoned"]
+    # The id is not given out again, on SQLite too: the next snapshot is complete under a new id.
+    monkeypatch.setattr("planner.collector.write_table_atomically", real_write)
+    result = collect(client(entry), store, tmp_path)
+    assert result.snapshot_id > abandoned.id
+    assert set(read_samples(tmp_path, "bundles", "fake").column("snapshot_id").to_pylist()) == {result.snapshot_id}
+
+
+def test_readers_see_published_snapshots_only_and_stale_staged_ones_are_abandoned(cluster, store, tmp_path):
+    entry, _ = cluster
+    first = collect(client(entry), store, tmp_path)
+    second = collect(client(entry), store, tmp_path)
+    # A collect killed after publishing its files but before publishing its row leaves them like this:
+    with store.session() as session:
+        session.execute(update(Snapshot).where(Snapshot.id == second.snapshot_id).values(status="staged"))
+    assert [row["id"] for row in list_snapshots(store)] == [first.snapshot_id]
+    hidden = unpublished_snapshot_ids(store, "fake")
+    assert hidden == [second.snapshot_id]
+    assert set(read_samples(tmp_path, "bundles", "fake", exclude=hidden).column("snapshot_id").to_pylist()) == {
+        first.snapshot_id
+    }
+    with pytest.raises(NotFoundError, match="it is staged"):
+        load_data_for_snapshot(store, tmp_path, second.snapshot_id)
+    # A fresh staged row is left alone (its collect may still run); an old one is abandoned with its files.
+    assert abandon_stale_snapshots(store, tmp_path, "fake") == []
+    assert abandon_stale_snapshots(store, tmp_path, "fake", older_than=timedelta(0)) == [second.snapshot_id]
+    assert read_samples(tmp_path, "bundles", "fake").column("snapshot_id").to_pylist().count(second.snapshot_id) == 0
+    assert not [p for p in tmp_path.rglob(f"*snapshot-{second.snapshot_id:012d}*") if p.is_file()]
+    with store.session() as session, pytest.raises(IllegalTransitionError):
+        row = session.get(Snapshot, second.snapshot_id)
+        advance(row.status, SnapshotStatus.PUBLISHED, "snapshot")
 
 
 def test_the_token_reaches_neither_logs_nor_database_nor_archive(cluster, store, tmp_path, caplog):
