@@ -26,7 +26,7 @@ RESPONSE_TIMEOUT = timedelta(seconds=int(os.environ.get("PULSAR_REBALANCE_APPROV
 
 def build(cluster: str) -> None:
     @dag(
-        dag_id=f"pulsar_rebalance_plan_{cluster}",
+        dag_id=f"{airflow_tasks.PLAN_DAG_PREFIX}{cluster}",
         schedule=airflow_tasks.plan_schedule(cluster),
         start_date=datetime(2026, 1, 1),
         catchup=False,

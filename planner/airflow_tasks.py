@@ -43,6 +43,7 @@ from planner.samples import read_samples, samples_root, snapshot_broker_load
 from planner.store.database import Store, default_database_url
 
 CONNECTION_PREFIX = "pulsar_"
+PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
 DB_CONNECTION = "pulsar_rebalance_db"
 
 

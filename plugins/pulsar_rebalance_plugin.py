@@ -1,22 +1,32 @@
 """Airflow plugin: the plan review and audit pages (`planner.review`), behind Airflow's own login.
 
-Wiring only. Every request must carry a valid Airflow token (the UI's session cookie or a bearer
-header) for a user allowed to read DAGs; anonymous requests get 401.
+Wiring only. Every request, the OpenAPI document's included, must carry a valid Airflow token (the UI's
+session cookie or a bearer header) for a user allowed to read DAGs; anonymous requests get 401. A user
+sees the plans, runs and load history of a cluster only if the auth manager lets them read that
+cluster's plan DAG (`pulsar_rebalance_plan_<cluster>`); the others answer 404.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from airflow.api_fastapi.core_api.security import requires_access_dag
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends
 
-from planner.airflow_tasks import store
+from planner.airflow_tasks import PLAN_DAG_PREFIX, store
 from planner.paths import planner_home
 from planner.review.app import URL_PREFIX, create_app
 
-review_app = create_app(store, planner_home, [Depends(requires_access_dag("GET"))])
+
+def readable_clusters(user: GetUserDep) -> frozenset[str]:
+    """The clusters whose plan DAG the user may read, as the auth manager decides per DAG."""
+    dag_ids = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+    return frozenset(dag_id.removeprefix(PLAN_DAG_PREFIX) for dag_id in dag_ids if dag_id.startswith(PLAN_DAG_PREFIX))
+
+
+review_app = create_app(store, planner_home, [Depends(requires_access_dag("GET"))], readable_clusters)
 
 
 class PulsarRebalancePlugin(AirflowPlugin):

@@ -1,8 +1,10 @@
 """The plan review and audit pages: server-rendered HTML plus the JSON API they are built from.
 
 Read-only: every route is a GET. Authentication is the caller's: `create_app` takes the dependencies
-every request must pass (the Airflow plugin passes Airflow's own token check), so the pages are never
-served anonymously.
+every request must pass (the Airflow plugin passes Airflow's own token check), so no page, the OpenAPI
+document included, is ever served anonymously. Authorization per cluster is the caller's too:
+`readable_clusters` is a dependency that gives the clusters the requesting user may see (None: all);
+the others' plans, runs and history answer 404, as if they did not exist.
 """
 
 from __future__ import annotations
@@ -88,16 +90,40 @@ def _input(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         raise HTTPException(status_code=404 if isinstance(error, NotFoundError) else 400, detail=str(error)) from error
 
 
-def create_app(store: Callable[[], Store], home: Callable[[], Path], dependencies: Sequence[Any]) -> FastAPI:
+def _everything() -> frozenset[str] | None:
+    return None
+
+
+def create_app(
+    store: Callable[[], Store],
+    home: Callable[[], Path],
+    dependencies: Sequence[Any],
+    readable_clusters: Callable[..., frozenset[str] | None] = _everything,
+) -> FastAPI:
     """`store` and `home` are called lazily (the api-server may start before the store is configured)."""
+    # FastAPI serves its own OpenAPI route outside the app's dependencies: it is served below, behind them.
     app = FastAPI(
         title="Pulsar rebalance plans",
         dependencies=list(dependencies),
         docs_url=None,
         redoc_url=None,
-        openapi_url="/api/openapi.json",
+        openapi_url=None,
     )
     open_store = cache(store)
+    readable_dependency = Depends(readable_clusters)
+
+    def visible(readable: frozenset[str] | None, cluster: str, what: str) -> None:
+        if readable is not None and cluster not in readable:
+            raise HTTPException(status_code=404, detail=f"unknown {what}")
+
+    def readable_plan(readable: frozenset[str] | None, plan_id: int) -> dict[str, Any]:
+        plan = _input(plan_detail, open_store(), plan_id)
+        visible(readable, plan["cluster"], f"plan {plan_id}")
+        return plan
+
+    @app.get("/api/openapi.json", include_in_schema=False)
+    def openapi() -> dict[str, Any]:
+        return app.openapi()
 
     def render(request: Request, template: str, **context: Any) -> HTMLResponse:
         base = str(request.scope.get("root_path", "")).rstrip("/")
@@ -109,25 +135,32 @@ def create_app(store: Callable[[], Store], home: Callable[[], Path], dependencie
         return RedirectResponse(f"{str(request.scope.get('root_path', '')).rstrip('/')}/plans", status_code=303)
 
     @app.get("/api/plans")
-    def api_plans(filters: PlanFilterDep) -> dict[str, Any]:
-        return plan_page(open_store(), filters)
+    def api_plans(filters: PlanFilterDep, readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
+        return plan_page(open_store(), filters, readable)
 
     @app.get("/api/plans/{plan_id}")
-    def api_plan(plan_id: int) -> dict[str, Any]:
-        return _input(plan_detail, open_store(), plan_id)
+    def api_plan(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
+        return readable_plan(readable, plan_id)
 
     @app.get("/api/clusters")
-    def api_clusters() -> dict[str, Any]:
-        return {"clusters": cluster_names(open_store())}
+    def api_clusters(readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
+        return {"clusters": cluster_names(open_store(), readable)}
 
     @app.get("/api/clusters/{cluster}/history")
-    def api_history(cluster: str, window: Annotated[str, Query(pattern="^(6h|24h|7d|30d)$")] = "24h") -> dict:
+    def api_history(
+        cluster: str,
+        readable: frozenset[str] | None = readable_dependency,
+        window: Annotated[str, Query(pattern="^(6h|24h|7d|30d)$")] = "24h",
+    ) -> dict:
+        visible(readable, cluster, f"cluster {cluster!r}")
         since = datetime.now(UTC) - HISTORY_WINDOWS[window]
         return _input(cluster_history, open_store(), home(), cluster, since)
 
     @app.get("/plans", response_class=HTMLResponse)
-    def plans_page(request: Request, filters: PlanFilterDep) -> HTMLResponse:
-        result = plan_page(open_store(), filters)
+    def plans_page(
+        request: Request, filters: PlanFilterDep, readable: frozenset[str] | None = readable_dependency
+    ) -> HTMLResponse:
+        result = plan_page(open_store(), filters, readable)
         query = {
             key: value
             for key, value in {
@@ -144,34 +177,44 @@ def create_app(store: Callable[[], Store], home: Callable[[], Path], dependencie
             "plans.html",
             result=result,
             filters=filters,
-            clusters=cluster_names(open_store()),
+            clusters=cluster_names(open_store(), readable),
             page_link=lambda page: "?" + urlencode({**query, "page": page}),
         )
 
     @app.get("/plans/{plan_id}", response_class=HTMLResponse)
-    def plan_view(request: Request, plan_id: int) -> HTMLResponse:
-        plan = _input(plan_detail, open_store(), plan_id)
+    def plan_view(
+        request: Request, plan_id: int, readable: frozenset[str] | None = readable_dependency
+    ) -> HTMLResponse:
+        plan = readable_plan(readable, plan_id)
         measured = (plan["measured"] or {}).get("brokers")
         chart = plan_chart(plan.get("brokers", []), measured) if plan.get("brokers") else None
         return render(request, "plan.html", plan=plan, chart=chart, measured=measured or {})
 
     @app.get("/plans/{plan_id}/download")
-    def plan_download(plan_id: int) -> Response:
-        plan = _input(plan_detail, open_store(), plan_id)
+    def plan_download(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> Response:
+        plan = readable_plan(readable, plan_id)
         return JSONResponse(plan, headers={"Content-Disposition": f'attachment; filename="pulsar-plan-{plan_id}.json"'})
 
     @app.get("/clusters/{cluster}", response_class=HTMLResponse)
     def cluster_page(
-        request: Request, cluster: str, window: Annotated[str, Query(pattern="^(6h|24h|7d|30d)$")] = "24h"
+        request: Request,
+        cluster: str,
+        readable: frozenset[str] | None = readable_dependency,
+        window: Annotated[str, Query(pattern="^(6h|24h|7d|30d)$")] = "24h",
     ) -> HTMLResponse:
+        visible(readable, cluster, f"cluster {cluster!r}")
         since = datetime.now(UTC) - HISTORY_WINDOWS[window]
         history = _input(cluster_history, open_store(), home(), cluster, since)
         chart = history_chart(history["samples"], history["executions"]) if history["samples"] else None
         return render(request, "cluster.html", history=history, chart=chart, window=window, windows=HISTORY_WINDOWS)
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, response_model=None)
-    def run_page(request: Request, dag_id: str, run_id: str) -> Response:
+    def run_page(
+        request: Request, dag_id: str, run_id: str, readable: frozenset[str] | None = readable_dependency
+    ) -> Response:
         plan_id = plan_for_run(open_store(), run_id)
+        if plan_id is not None:
+            readable_plan(readable, plan_id)
         if plan_id is None:
             return render(request, "no_plan.html", dag_id=dag_id, run_id=run_id)
         base = str(request.scope.get("root_path", "")).rstrip("/")

@@ -6,6 +6,7 @@ counts and approvals come from indexed joins, never from loading the plans' JSON
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -63,17 +64,26 @@ def _iso(moment: datetime | None) -> str | None:
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
 
 
-def cluster_names(store: Store) -> list[str]:
+def cluster_names(store: Store, readable: Collection[str] | None = None) -> list[str]:
+    """The clusters the store knows (only the `readable` ones, when given)."""
+    query = select(Cluster.name).order_by(Cluster.name)
+    if readable is not None:
+        query = query.where(Cluster.name.in_(sorted(readable)))
     with store.session() as session:
-        return list(session.scalars(select(Cluster.name).order_by(Cluster.name)))
+        return list(session.scalars(query))
 
 
-def plan_page(store: Store, filters: PlanFilter) -> dict[str, Any]:
-    """One page of plans, newest first, with the total for pagination."""
+def plan_page(store: Store, filters: PlanFilter, readable: Collection[str] | None = None) -> dict[str, Any]:
+    """One page of plans, newest first, with the total for pagination (of the `readable` clusters' plans)."""
     action_count = select(func.count(PlanAction.id)).where(PlanAction.plan_id == Plan.id).scalar_subquery()
+
+    def scoped(query: Select) -> Select:
+        query = filters.apply(query)
+        return query if readable is None else query.where(Cluster.name.in_(sorted(readable)))
+
     with store.session() as session:
-        total = session.scalar(filters.apply(select(func.count(Plan.id)).join(Cluster))) or 0
-        query = filters.apply(
+        total = session.scalar(scoped(select(func.count(Plan.id)).join(Cluster))) or 0
+        query = scoped(
             select(
                 Plan.id,
                 Cluster.name,

@@ -63,8 +63,11 @@ def page(browser, server) -> Page:
 
 
 def test_api_refuses_anonymous_and_forged_tokens(server, plan):
-    for path in ("/pulsar-planner/plans", "/pulsar-planner/api/plans", f"/pulsar-planner/plans/{plan['id']}"):
+    paths = ("/pulsar-planner/plans", "/pulsar-planner/api/plans", f"/pulsar-planner/plans/{plan['id']}")
+    for path in (*paths, "/pulsar-planner/api/openapi.json"):
         assert requests.get(server.url + path, timeout=30).status_code == 401, path
+    document = server.session("reviewer").get(f"{server.url}/pulsar-planner/api/openapi.json", timeout=30)
+    assert document.status_code == 200 and "/api/plans" in document.json()["paths"]
     forged = requests.get(
         f"{server.url}/pulsar-planner/api/plans", headers={"Authorization": "Bearer not.a.jwt"}, timeout=30
     )
@@ -79,7 +82,8 @@ def test_api_serves_the_executed_cycle(server, plan, approved_cycle):
     assert all(a["source"] == approved_cycle["hot"] for a in detail["actions"] if a["kind"] == "unload")
     assert detail["approval"]["decision"] == "approved" and detail["measured"]["brokers"]
     events = [event["event"] for event in detail["audit"]]
-    assert events[:3] == ["plan.created", "plan.approved", "plan.execution-started"] and "plan.measured" in events
+    chain = ["plan.created", "plan.approval-requested", "plan.approved", "plan.claimed", "plan.execution-started"]
+    assert [event for event in events if event in chain] == chain and "plan.measured" in events
     cluster = detail["cluster"]
     history = session.get(f"{server.url}/pulsar-planner/api/clusters/{cluster}/history", timeout=60).json()
     assert [execution["plan"] for execution in history["executions"]] == [plan["id"]]

@@ -49,10 +49,33 @@ def _compose_binary() -> Path:
     return binary
 
 
-def _compose(project_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+# The secrets Compose refuses to start without; the tests give it these (generated, as the script does).
+SECRETS = (
+    "POSTGRES_PASSWORD",
+    "AIRFLOW_DB_PASSWORD",
+    "PLANNER_DB_PASSWORD",
+    "AIRFLOW_ADMIN_PASSWORD",
+    "AIRFLOW_JWT_SECRET",
+    "AIRFLOW_FERNET_KEY",
+)
+
+
+def _generated_secrets(directory: Path) -> dict[str, str]:
+    """What `scripts/compose-secrets.sh` writes, run for real in a scratch copy of the project."""
+    (directory / "scripts").mkdir(parents=True, exist_ok=True)
+    script = directory / "scripts" / "compose-secrets.sh"
+    script.write_text((COMPOSE_FILE.parent / "scripts" / "compose-secrets.sh").read_text())
+    subprocess.run(["bash", str(script)], check=True, capture_output=True, timeout=60)
+    pairs = [line.split("=", 1) for line in (directory / ".env").read_text().splitlines() if "=" in line]
+    return dict(pairs)
+
+
+def _compose(project_dir: Path, *args: str, secrets: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # A clean environment and an empty project directory: no developer's shell variables, `.env` or
-    # `pulsar-rebalance.env` may change the defaults under test.
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(project_dir)}
+    # `pulsar-rebalance.env` may change the defaults under test. The secrets come from the generator.
+    if secrets is None:
+        secrets = _generated_secrets(project_dir / "secrets")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(project_dir), **secrets}
     command = [str(_compose_binary()), "--file", str(COMPOSE_FILE), "--project-directory", str(project_dir), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
 
@@ -367,25 +390,28 @@ def test_data_lives_in_named_volumes_and_only_repository_files_are_bind_mounted(
     assert {"zookeeper-data", "bookie-data", "postgres-data", "planner-home"} <= declared
 
 
-def test_no_secret_is_hard_coded_only_marked_local_development_defaults(raw_services):
+def test_no_secret_has_a_default_and_compose_refuses_to_start_without_each(raw_services, project_dir):
     secret_name = re.compile(r"PASSWORD|SECRET|TOKEN|FERNET")
-    interpolated = re.compile(r"^\$\{[A-Z_]+:-(?P<default>[^}]*)\}$")
-    checked = 0
+    required = re.compile(r"\$\{(?P<variable>[A-Z_]+):\?[^}]+\}")
+    checked = set()
     for name, service in raw_services.items():
         for variable, value in _env(service).items():
             if secret_name.search(variable) and not variable.endswith("_FILE"):
-                match = interpolated.match(value)
-                assert match, f"{name}: {variable} is hard-coded"
-                # The UI login's default is the documented admin/admin of a stack bound to 127.0.0.1.
-                if variable != "AIRFLOW_ADMIN_PASSWORD":
-                    assert match["default"] in ("", *re.findall(r"local-dev\S*", match["default"])), variable
-                checked += 1
+                match = required.fullmatch(value)
+                assert match, f"{name}: {variable} is hard-coded or has a default: {value}"
+                checked.add(match["variable"])
             password = urlsplit(value).password if "://" in value and "@" in value else None
             if password is not None:
-                assert interpolated.match(password), f"{name}: {variable} carries a hard-coded password"
-                assert "local-dev" in password, f"{name}: {variable}'s default is not marked as a local one"
-                checked += 1
-    assert checked >= 8
+                match = required.fullmatch(password)
+                assert match, f"{name}: {variable} carries a password that is not a required variable"
+                checked.add(match["variable"])
+    assert checked == set(SECRETS)
+    generated = _generated_secrets(project_dir / "refusals")
+    assert set(generated) == set(SECRETS) and len(set(generated.values())) == len(SECRETS)
+    for missing in SECRETS:
+        given = {key: value for key, value in generated.items() if key != missing}
+        refused = _compose(project_dir, "config", "--format", "json", secrets=given)
+        assert refused.returncode != 0 and f"{missing} is not set" in refused.stderr, (missing, refused.stderr[-500:])
 
 
 # ---------------------------------------------------------------------------------------------

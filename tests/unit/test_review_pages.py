@@ -33,6 +33,11 @@ def require_token(authorization: str | None = Header(default=None)) -> None:
         raise HTTPException(status_code=401, detail="Not authenticated")
 
 
+def clusters_of_the_caller(x_clusters: str | None = Header(default=None)) -> frozenset[str] | None:
+    """Stands in for the auth manager: the clusters whose plan DAG the caller may read."""
+    return None if x_clusters is None else frozenset(filter(None, x_clusters.split(",")))
+
+
 def commit(store, cluster, run, strategy="UniformLoadShedder", data=EXAMPLE):
     plan = make_plan(cluster, data, PulsarConfig.from_settings({"minUnloadMessage": "0"}), strategy, None).to_json()
     return commit_plan(
@@ -95,7 +100,7 @@ def filled(tmp_path):
         )
     record_measurement(store, executed, snapshots[-1][0], {"hot:8080": {"score": 55.0, "msgRate": 300.0}})
     parent = FastAPI()
-    parent.mount(URL_PREFIX, create_app(lambda: store, lambda: home, [Depends(require_token)]))
+    parent.mount(URL_PREFIX, create_app(lambda: store, lambda: home, [Depends(require_token)], clusters_of_the_caller))
     client = TestClient(parent, headers={"Authorization": f"Bearer {TOKEN}"})
     yield client, {"pending": pending, "executed": executed, "rejected": rejected}
     store.dispose()
@@ -114,6 +119,7 @@ def test_every_page_refuses_anonymous_requests(filled):
         "/api/clusters",
         "/api/clusters/west/history",
         "/runs/d/manual__run-1",
+        "/api/openapi.json",
     ):
         assert anonymous.get(URL_PREFIX + path).status_code == 401, path
     assert (
@@ -223,3 +229,30 @@ def test_run_link_leads_to_the_runs_plan(filled):
     found = client.get(f"{URL_PREFIX}/runs/pulsar_rebalance_plan_west/scheduled__run-1", follow_redirects=False)
     assert found.status_code == 303 and found.headers["location"] == f"{URL_PREFIX}/plans/{ids['executed']}"
     assert "No plan for this run" in client.get(f"{URL_PREFIX}/runs/other_dag/manual__x").text
+
+
+def test_the_openapi_document_is_served_to_logged_in_users_only(filled):
+    client, _ = filled
+    document = client.get(f"{URL_PREFIX}/api/openapi.json")
+    assert document.status_code == 200 and "/api/plans/{plan_id}" in document.json()["paths"]
+
+
+def test_a_user_sees_only_the_clusters_whose_plan_dag_they_may_read(filled):
+    client, ids = filled
+    east_only = {"X-Clusters": "east"}
+    listed = client.get(f"{URL_PREFIX}/api/plans", headers=east_only).json()
+    assert {plan["cluster"] for plan in listed["items"]} == {"east"} and listed["total"] == 2
+    assert client.get(f"{URL_PREFIX}/api/clusters", headers=east_only).json() == {"clusters": ["east"]}
+    assert "west" not in client.get(f"{URL_PREFIX}/plans", headers=east_only).text
+    for path in (
+        f"/api/plans/{ids['executed']}",
+        f"/plans/{ids['executed']}",
+        f"/plans/{ids['executed']}/download",
+        "/api/clusters/west/history",
+        "/clusters/west",
+        "/runs/d/scheduled__run-1",
+    ):
+        assert client.get(URL_PREFIX + path, headers=east_only).status_code == 404, path
+    assert client.get(f"{URL_PREFIX}/api/plans/{ids['pending']}", headers=east_only).status_code == 200
+    nothing = {"X-Clusters": ""}
+    assert client.get(f"{URL_PREFIX}/api/plans", headers=nothing).json()["total"] == 0
