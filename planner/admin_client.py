@@ -79,7 +79,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class _ClusterSession(requests.Session):
+class ClusterSession(requests.Session):
     """A session whose credentials go only where they belong, redirects included.
 
     Pulsar redirects to the owning broker or the leader, which need the same credentials, so they are
@@ -230,7 +230,7 @@ class PulsarAdminClient:
         self.max_response_bytes = max_response_bytes
         # Passed on every request too: requests lets REQUESTS_CA_BUNDLE override a session's CA file.
         self._verify: str | bool = ca_file if ca_file else verify_tls
-        self._session = _ClusterSession(self.credentials_allowed)
+        self._session = ClusterSession(self.credentials_allowed)
         self._session.max_redirects = max_redirects
         self._session.verify = self._verify
         self._session.headers["Accept"] = "application/json"

@@ -6,6 +6,7 @@ Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import logging
@@ -367,7 +368,8 @@ def command_local_cluster(args: argparse.Namespace) -> None:
 
     try:
         if args.action == "start":
-            _print_json(local_cluster.start(brokers=args.brokers))
+            settings = dataclasses.replace(local_cluster.settings_from_env(), auth=args.auth)
+            _print_json(local_cluster.start(brokers=args.brokers, settings=settings))
         elif args.action == "status":
             _print_json(local_cluster.status() or {"running": False})
         elif args.action == "stop":
@@ -573,6 +575,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = commands.add_parser("local-cluster", help="a real Pulsar cluster on 127.0.0.1 for trying things out")
     cluster.add_argument("action", choices=["start", "status", "stop", "wipe"])
     cluster.add_argument("--brokers", type=int, default=3, help="with start: how many brokers")
+    cluster.add_argument(
+        "--auth",
+        choices=["none", "token"],
+        default="none",
+        help="with start: token enables Pulsar's JWT authentication; the superuser token's file is in the output",
+    )
     cluster.set_defaults(handler=command_local_cluster)
 
     simulate = commands.add_parser("simulate", help="compare shedding policies on a simulated cluster")

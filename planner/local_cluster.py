@@ -17,13 +17,17 @@ Public functions: `start`, `status`, `stop`, `wipe`; helpers `ensure_distributio
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import functools
+import hashlib
+import hmac
 import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -58,6 +62,9 @@ ENV_WEB_PORT = "PULSAR_REBALANCE_WEB_PORT"
 ENV_BROKER_PORT = "PULSAR_REBALANCE_BROKER_PORT"
 ENV_START_TIMEOUT = "PULSAR_REBALANCE_START_TIMEOUT"
 ENV_BROKER_MEM = "PULSAR_REBALANCE_BROKER_MEM"
+ENV_AUTH = "PULSAR_REBALANCE_LOCAL_AUTH"
+AUTH_MODES = ("none", "token")
+SUPERUSER_ROLE = "admin"
 
 HOST = "127.0.0.1"
 _STOP_TIMEOUT_SECONDS = 30.0
@@ -127,6 +134,8 @@ class LocalClusterSettings:
     broker_port_base: int
     start_timeout_seconds: float
     broker_mem: tuple[str, ...]
+    # "token": Pulsar's JWT authentication and authorization on the brokers, one superuser token in a file.
+    auth: str = "none"
 
     @property
     def cluster_dir(self) -> Path:
@@ -147,6 +156,15 @@ class LocalClusterSettings:
     @property
     def conf_dir(self) -> Path:
         return self.cluster_dir / "conf"
+
+    @property
+    def token_file(self) -> Path:
+        """The superuser's token (mode 600); only its path is ever printed or passed on."""
+        return self.cluster_dir / "auth" / "admin.token"
+
+    @property
+    def secret_key_file(self) -> Path:
+        return self.cluster_dir / "auth" / "token-secret.key"
 
     def web_port(self, index: int) -> int:
         return self.web_port_base + index
@@ -169,6 +187,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> LocalClusterSetti
         broker_port_base=int(env.get(ENV_BROKER_PORT) or 16651),
         start_timeout_seconds=float(env.get(ENV_START_TIMEOUT) or 300),
         broker_mem=tuple((env.get(ENV_BROKER_MEM) or _DEFAULT_BROKER_MEM).split()),
+        auth=env.get(ENV_AUTH) or "none",
     )
 
 
@@ -301,6 +320,12 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
             _stop_processes(settings)
         lib_dir = ensure_distribution(settings)
         _check_ports_free(settings, brokers)
+        if settings.auth not in AUTH_MODES:
+            raise LocalClusterError(
+                f"unknown auth {settings.auth!r} ({ENV_AUTH}): choose one of {', '.join(AUTH_MODES)}"
+            )
+        if settings.auth == "token":
+            _write_token_files(settings)
         state = _cluster_description(settings, brokers) | {"pulsarVersion": settings.pulsar_version, "processes": []}
         try:
             _start_cluster(settings, lib_dir, state)
@@ -401,6 +426,8 @@ def _cluster_description(settings: LocalClusterSettings, brokers: int) -> dict[s
         "bookie": f"{HOST}:{settings.bookie_port}",
         "logDir": str(settings.log_dir),
         "dataDir": str(settings.data_dir),
+        "auth": settings.auth,
+        **({"tokenFile": str(settings.token_file)} if settings.auth == "token" else {}),
     }
 
 
@@ -546,7 +573,49 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         "brokerServicePort": settings.broker_port(index),
         # The settings every cluster of this project shares with docker-compose.yml's brokers.
         **SHARED_BROKER_SETTINGS,
+        **(_token_auth_conf(settings) if settings.auth == "token" else {}),
     }
+
+
+def _token_auth_conf(settings: LocalClusterSettings) -> dict[str, object]:
+    """Pulsar's JWT authentication (HS256 secret key) and authorization, with the brokers talking to each
+    other as the superuser. Secrets are referenced as files, so they appear in no process argument."""
+    return {
+        "authenticationEnabled": "true",
+        "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": f"file://{settings.secret_key_file}",
+        "authorizationEnabled": "true",
+        "superUserRoles": SUPERUSER_ROLE,
+        "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "brokerClientAuthenticationParameters": f"file://{settings.token_file}",
+    }
+
+
+def _write_token_files(settings: LocalClusterSettings) -> None:
+    """A fresh HS256 secret key (raw bytes, as `pulsar tokens create-secret-key` writes it) and the
+    superuser's token signed with it (a JWT whose subject is the role), both readable by the owner only."""
+    key = secrets.token_bytes(32)
+    header = _base64url(json.dumps({"alg": "HS256"}, separators=(",", ":")).encode())
+    payload = _base64url(json.dumps({"sub": SUPERUSER_ROLE}, separators=(",", ":")).encode())
+    signature = _base64url(hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest())
+    settings.token_file.parent.mkdir(parents=True, exist_ok=True)
+    for path, content in (
+        (settings.secret_key_file, key),
+        (settings.token_file, f"{header}.{payload}.{signature}".encode()),
+    ):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+
+
+def _base64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def admin_headers(state: Mapping[str, Any]) -> dict[str, str]:
+    """The Authorization header for a cluster description (`start`/`status`), empty without auth."""
+    token_file = state.get("tokenFile")
+    return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"} if token_file else {}
 
 
 def _write_conf(path: Path, values: Mapping[str, object]) -> Path:
@@ -631,18 +700,19 @@ def _brokers_ready(state: Mapping[str, Any]) -> bool:
     """Every broker lists all brokers of the cluster, serves its load report, and a leader exists."""
     expected = {broker["id"] for broker in state["brokers"]}
     cluster = state["cluster"]
+    headers = admin_headers(state)
     try:
         for broker in state["brokers"]:
             url = broker["adminUrl"]
-            listed = requests.get(f"{url}/admin/v2/brokers/{cluster}", timeout=5)
+            listed = requests.get(f"{url}/admin/v2/brokers/{cluster}", headers=headers, timeout=5)
             if listed.status_code != 200 or set(listed.json()) != expected:
                 return False
-            if requests.get(f"{url}/admin/v2/broker-stats/load-report", timeout=5).status_code != 200:
+            if requests.get(f"{url}/admin/v2/broker-stats/load-report", headers=headers, timeout=5).status_code != 200:
                 return False
         first = state["brokers"][0]["adminUrl"]
-        if requests.get(f"{first}/admin/v2/brokers/leaderBroker", timeout=5).status_code != 200:
+        if requests.get(f"{first}/admin/v2/brokers/leaderBroker", headers=headers, timeout=5).status_code != 200:
             return False
-        return cluster in requests.get(f"{first}/admin/v2/clusters", timeout=5).json()
+        return cluster in requests.get(f"{first}/admin/v2/clusters", headers=headers, timeout=5).json()
     except (requests.RequestException, ValueError):
         return False
 

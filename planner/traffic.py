@@ -23,12 +23,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlsplit
 
 import pulsar
 import requests
 
+from planner.admin_client import ClusterSession
 from planner.bundles.bundle_range import BundleRange
 from planner.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic
 
@@ -99,6 +102,7 @@ class TrafficGenerator:
         num_bundles: int = 4,
         payload_bytes: int = 1024,
         drain_timeout_seconds: float = 60.0,
+        token: str | None = None,
     ) -> None:
         tenant, _, name = namespace.partition("/")
         if not tenant or not name or "/" in name:
@@ -108,6 +112,12 @@ class TrafficGenerator:
                 raise ValueError(f"invalid {item} for a namespace with {num_bundles} bundles")
         self.admin_url = admin_url.rstrip("/")
         self.service_url = service_url
+        self._token = token
+        # Redirects between the brokers keep the token; it never leaves the admin URL's host.
+        admin_host = urlsplit(admin_url).hostname
+        self._http = ClusterSession(lambda url: urlsplit(url).hostname == admin_host)
+        if token:
+            self._http.headers["Authorization"] = f"Bearer {token}"
         self.cluster = cluster
         self.namespace = namespace
         self.traffic = list(traffic)
@@ -128,8 +138,11 @@ class TrafficGenerator:
     def for_cluster(
         cls, cluster_info: Mapping[str, Any], namespace: str, traffic: Sequence[BundleTraffic], **options: Any
     ) -> TrafficGenerator:
-        """A generator for a cluster as `planner.local_cluster.start()` describes it (first broker's URLs)."""
+        """A generator for a cluster as `planner.local_cluster.start()` describes it (first broker's URLs, and
+        the superuser's token when the cluster authenticates)."""
         first = cluster_info["brokers"][0]
+        if cluster_info.get("tokenFile"):
+            options.setdefault("token", Path(cluster_info["tokenFile"]).read_text().strip())
         return cls(first["adminUrl"], first["serviceUrl"], cluster_info["cluster"], namespace, traffic, **options)
 
     # ---------------------------------------------------------------- setup
@@ -212,7 +225,7 @@ class TrafficGenerator:
 
     def delete_namespace(self) -> None:
         """Force-delete the namespace and its topics (the brokers allow it with `forceDeleteNamespaceAllowed`)."""
-        response = requests.delete(
+        response = self._http.delete(
             f"{self.admin_url}/admin/v2/namespaces/{self.namespace}", params={"force": "true"}, timeout=60
         )
         if response.status_code not in (204, 404):
@@ -228,7 +241,10 @@ class TrafficGenerator:
             self.setup()
         self._stopping.clear()
         self._client = pulsar.Client(
-            self.service_url, operation_timeout_seconds=30, logger=logging.getLogger(f"{__name__}.client")
+            self.service_url,
+            authentication=pulsar.AuthenticationToken(self._token) if self._token else None,
+            operation_timeout_seconds=30,
+            logger=logging.getLogger(f"{__name__}.client"),
         )
         for state in self._topics.values():
             self._consumers.append(
@@ -347,7 +363,7 @@ class TrafficGenerator:
     # ---------------------------------------------------------------- HTTP
 
     def _get(self, path: str) -> Any:
-        response = requests.get(f"{self.admin_url}{path}", timeout=_HTTP_TIMEOUT_SECONDS)
+        response = self._http.get(f"{self.admin_url}{path}", timeout=_HTTP_TIMEOUT_SECONDS)
         if response.status_code != 200:
             raise TrafficError(f"GET {path}: HTTP {response.status_code} {response.text}")
         return response.json()
@@ -361,6 +377,6 @@ class TrafficGenerator:
         ok: set[int] | frozenset[int] = frozenset(),
     ) -> None:
         # requests re-sends a PUT with its body on 307, which is how brokers redirect to the owner or leader.
-        response = requests.put(f"{self.admin_url}{path}", json=body, params=params, timeout=_HTTP_TIMEOUT_SECONDS)
+        response = self._http.put(f"{self.admin_url}{path}", json=body, params=params, timeout=_HTTP_TIMEOUT_SECONDS)
         if response.status_code not in {200, 204} | set(ok):
             raise TrafficError(f"PUT {path}: HTTP {response.status_code} {response.text}")

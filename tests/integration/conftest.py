@@ -2,6 +2,7 @@
 
 - `pulsar_cluster` (session): the cluster description from `planner.local_cluster`; reuses a running
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
+- `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end.
 - `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
   and its namespace force-deleted after the test.
 - `approved_cycle` (session): one collect → plan (Spark) → approve → execute → report run of the real
@@ -37,7 +38,7 @@ import requests
 from psycopg import sql
 
 from planner import local_cluster
-from planner.admin_client import PulsarAdminClient
+from planner.admin_client import AdminAuth, PulsarAdminClient
 from planner.collector import collect
 from planner.demo import airflow_environment, migrate_airflow, run_plan_cycle
 from planner.store.database import Store
@@ -66,6 +67,27 @@ def pulsar_cluster() -> Iterator[dict[str, Any]]:
     finally:
         if started_here:
             local_cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A second local cluster, two brokers with Pulsar's token authentication and authorization on, on its own
+    ports and home beside the default one; stopped at the end. `tokenFile` names the superuser's token."""
+    env = {
+        **os.environ,
+        "PULSAR_REBALANCE_HOME": str(tmp_path_factory.mktemp("token-cluster")),
+        local_cluster.ENV_CLUSTER: "secure",
+        local_cluster.ENV_ZK_PORT: "22181",
+        local_cluster.ENV_BOOKIE_PORT: "23181",
+        local_cluster.ENV_WEB_PORT: "28081",
+        local_cluster.ENV_BROKER_PORT: "26651",
+        local_cluster.ENV_AUTH: "token",
+    }
+    settings = local_cluster.settings_from_env(env)
+    try:
+        yield local_cluster.start(brokers=2, settings=settings)
+    finally:
+        local_cluster.stop(settings)
 
 
 @pytest.fixture
@@ -98,9 +120,9 @@ def airflow_env(cluster: Mapping[str, Any], root: Path) -> dict[str, str]:
     return env
 
 
-def collect_snapshots(env: Mapping[str, str], admin_url: str, times: int = 3) -> None:
+def collect_snapshots(env: Mapping[str, str], admin_url: str, times: int = 3, token: str | None = None) -> None:
     store, home = Store(env["PULSAR_REBALANCE_DB_URL"]), Path(env["PULSAR_REBALANCE_HOME"])
-    with PulsarAdminClient(admin_url) as client:
+    with PulsarAdminClient(admin_url, auth=AdminAuth(token=token) if token else None) as client:
         for _ in range(times):
             collect(client, store, home)
             time.sleep(2)
