@@ -129,6 +129,20 @@ def collect_snapshots(env: Mapping[str, str], admin_url: str, times: int = 3, to
     store.dispose()
 
 
+def skewed_airflow_env(
+    cluster: Mapping[str, Any], make_traffic: Callable[..., TrafficGenerator], root: Path, **settings: str
+) -> dict[str, str]:
+    """Every bundle of a fresh namespace on the first broker at 160 msg/s, reported; an Airflow home and a
+    planner store for the cluster under `root` (environment `settings` added), with three snapshots taken."""
+    generator = make_traffic([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
+    generator.place_bundles(dict.fromkeys(range(4), cluster["brokers"][0]["id"]))
+    generator.start()
+    time.sleep(12)  # two load-report intervals, so the reports show the traffic
+    env = {**airflow_env(cluster, root), **settings}
+    collect_snapshots(env, cluster["brokers"][0]["adminUrl"])
+    return env
+
+
 @pytest.fixture(scope="session")
 def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Every bundle of a namespace on one broker at 160 msg/s; the plan DAG run approved through the REST

@@ -11,8 +11,7 @@ from sqlalchemy import select
 from planner.demo import run_plan_cycle
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanMeasurement
-from planner.traffic import BundleTraffic
-from tests.integration.conftest import CYCLE_CONF, airflow_env, collect_snapshots
+from tests.integration.conftest import CYCLE_CONF, skewed_airflow_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -41,14 +40,7 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
 
 @pytest.fixture
 def skewed_env(pulsar_cluster, traffic_generator, tmp_path):
-    hot = pulsar_cluster["brokers"][0]["id"]
-    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
-    generator.place_bundles({i: hot for i in range(4)})
-    generator.start()
-    time.sleep(12)  # two load-report intervals, so the reports show the traffic
-    env = airflow_env(pulsar_cluster, tmp_path)
-    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
-    return env
+    return skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path)
 
 
 def rejected_plan_events(env):

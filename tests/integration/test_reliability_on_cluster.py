@@ -31,8 +31,7 @@ from tests.integration.conftest import (
     CYCLE_CONF,
     AirflowServer,
     airflow_api_server,
-    airflow_env,
-    collect_snapshots,
+    skewed_airflow_env,
 )
 from tests.integration.executor_support import CountingClient, approved, owners, unload
 
@@ -200,14 +199,7 @@ def plan_run_at_its_gate(env, cluster, tmp_path, users):
 def test_a_forged_approval_is_refused_and_audited(pulsar_cluster, traffic_generator, tmp_path):
     """A `user`-role Airflow user writes an "Approve" XCom for the gate and marks it success without
     answering it: the execute task refuses, sends nothing, and the attempt is in the audit trail."""
-    hot = pulsar_cluster["brokers"][0]["id"]
-    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
-    generator.place_bundles(dict.fromkeys(range(4), hot))
-    generator.start()
-    time.sleep(12)  # two load-report intervals
-    env = airflow_env(pulsar_cluster, tmp_path)
-    env["PULSAR_REBALANCE_APPROVERS"] = "alice:Alice Doe"
-    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+    env = skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path, PULSAR_REBALANCE_APPROVERS="alice:Alice")
     forged = {"chosen_options": ["Approve"], "params_input": {}, "responded_by_user": {"id": "alice", "name": "alice"}}
     with plan_run_at_its_gate(env, pulsar_cluster, tmp_path, {"mallory": "user", "alice": "user"}) as waiting:
         mallory = waiting.server.session("mallory")
@@ -234,16 +226,10 @@ def test_a_forged_approval_is_refused_and_audited(pulsar_cluster, traffic_genera
 
 def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsar_cluster, traffic_generator, tmp_path):
     token = f"pulsar-admin-token-{secrets.token_hex(12)}"
-    hot = pulsar_cluster["brokers"][0]["id"]
-    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
-    generator.place_bundles(dict.fromkeys(range(4), hot))
-    generator.start()
-    time.sleep(12)  # two load-report intervals
-    env = airflow_env(pulsar_cluster, tmp_path)
+    env = skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path, PULSAR_REBALANCE_APPROVERS="alice")
+    # The local cluster does not check it, but every admin call of the DAG's tasks carries it.
     connection = f"AIRFLOW_CONN_PULSAR_{pulsar_cluster['cluster'].upper()}"
     env[connection] = json.dumps({**json.loads(env[connection]), "password": token})
-    env["PULSAR_REBALANCE_APPROVERS"] = "alice"
-    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
     with plan_run_at_its_gate(env, pulsar_cluster, tmp_path, {"alice": "user", "mallory": "admin"}) as waiting:
         alice, mallory = waiting.server.session("alice"), waiting.server.session("mallory")
         assert token not in waiting.pending["body"] and token not in waiting.pending["subject"]
