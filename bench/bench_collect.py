@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from planner.admin_client import PulsarAdminClient
-from planner.collector import collect
+from planner.collect.admin_client import PulsarAdminClient
+from planner.collect.collector import collect
 from planner.store.database import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "load-data.json"

@@ -17,12 +17,12 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan
+from planner.audit.review.app import URL_PREFIX, create_app
 from planner.config import PulsarConfig
-from planner.decisions import record_decision
 from planner.model import load_data_from_json
-from planner.plan_store import commit_plan
-from planner.planning import make_plan
-from planner.review.app import URL_PREFIX, create_app
+from planner.plan.planning import make_plan
 from planner.store.database import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "load-data.json"

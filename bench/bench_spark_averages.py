@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
-from planner.samples import BROKER_SCHEMA, BUNDLE_SCHEMA
+from planner.samples.dataset import BROKER_SCHEMA, BUNDLE_SCHEMA
 from spark_jobs.plan_job import (
     LONG_SAMPLES,
     RATE_COLUMNS,

@@ -23,7 +23,7 @@ from planner.model import (
     TimeAverageMessageData,
     load_data_from_json,
 )
-from planner.shedding.registry import shedding_strategy
+from planner.plan.shedding.registry import shedding_strategy
 
 
 def generate(brokers: int, bundles: int, seed: int = 1) -> LoadData:

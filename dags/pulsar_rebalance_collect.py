@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Asset, AssetAlias, dag, task
 
-from planner import airflow_tasks
+from planner.airflow import tasks as airflow_tasks
 
 SAMPLES = AssetAlias("pulsar_rebalance_samples")
 

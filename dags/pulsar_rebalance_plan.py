@@ -14,9 +14,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Param, dag, task
 from airflow.task.trigger_rule import TriggerRule
 
-from planner import airflow_tasks
-from planner.approval_gate import PlanApprovalOperator
-from planner.shedding.registry import STRATEGIES
+from planner.airflow import tasks as airflow_tasks
+from planner.airflow.operators import PlanApprovalOperator
+from planner.plan.shedding.registry import STRATEGIES
 
 PLAN_JOB = str(Path(__file__).resolve().parents[1] / "spark_jobs" / "plan_job.py")
 # Loopback for local masters; a cluster deployment binds the driver where executors can reach it.

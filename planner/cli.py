@@ -20,32 +20,32 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from planner.admin_client import AdminError
-from planner.bundles import (
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import list_plans, show_plan
+from planner.collect.admin_client import AdminError
+from planner.collect.clusters import ClusterSettings, find_cluster
+from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
+from planner.config import PulsarConfig, load_config
+from planner.errors import InputError
+from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.lifecycle import PlanStatus
+from planner.model import format_validation_error, parse_json_document, read_load_data
+from planner.paths import planner_home
+from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.bundles.bundle_range import BundleRange
-from planner.bundles.bundle_splitter_task import find_bundles_to_split
-from planner.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
-from planner.bundles.flow_or_qps_equally_divide import TopicLoad
-from planner.bundles.split import can_split
-from planner.clusters import ClusterSettings, find_cluster
-from planner.collector import collect, list_snapshots, load_data_for_snapshot
-from planner.config import PulsarConfig, load_config
-from planner.decisions import record_decision
-from planner.errors import InputError
-from planner.executor import ExecutorSettings, execute_plan
-from planner.lifecycle import PlanStatus
-from planner.load_manager_shared import remove_expired_recently_unloaded
-from planner.model import format_validation_error, parse_json_document, read_load_data
-from planner.paths import planner_home
-from planner.plan_runner import PlanRequest, run_plan
-from planner.plan_store import list_plans, show_plan
-from planner.samples import samples_root
-from planner.shedding.registry import STRATEGIES, shedding_strategy
+from planner.plan.bundles.bundle_range import BundleRange
+from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
+from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.bundles.split import can_split
+from planner.plan.load_manager_shared import remove_expired_recently_unloaded
+from planner.plan.runner import PlanRequest, run_plan
+from planner.plan.shedding.registry import STRATEGIES, shedding_strategy
+from planner.samples.dataset import samples_root
 from planner.store.database import Store, migration_heads, upgrade
 
 logger = logging.getLogger("pulsar_rebalance")
@@ -364,7 +364,7 @@ def command_plans(args: argparse.Namespace) -> None:
 
 
 def command_local_cluster(args: argparse.Namespace) -> None:
-    from planner import local_cluster
+    from planner.devtools import local_cluster
 
     try:
         if args.action == "start":
@@ -439,7 +439,7 @@ def command_simulate(args: argparse.Namespace) -> None:
 
 
 def command_demo(args: argparse.Namespace) -> None:
-    from planner.demo import run_demo
+    from planner.devtools.demo import run_demo
 
     result = run_demo(approve=args.approve, brokers=args.brokers, port=args.port)
     print(json.dumps(result))

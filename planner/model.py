@@ -18,8 +18,8 @@ import pydantic_core
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from planner.bundles.bundle_range import check_bundle_name
 from planner.errors import InputError
+from planner.plan.bundles.bundle_range import check_bundle_name
 
 # Pulsar's ModularLoadManagerImpl constants (not configuration).
 NUM_SHORT_SAMPLES = 10
@@ -137,7 +137,7 @@ class LocalBrokerData(PulsarRecord):
 
 
 class TimeAverageMessageData(PulsarRecord):
-    """A moving average of a bundle's traffic; see `planner.time_average` for the update rule."""
+    """A moving average of a bundle's traffic; see `planner.samples.time_average` for the update rule."""
 
     max_samples: Annotated[int, Strict(), Field(ge=1, le=JAVA_INT_MAX)] = NUM_SHORT_SAMPLES
     num_samples: Annotated[int, Strict(), Field(ge=0, le=JAVA_INT_MAX)] = 0

@@ -1,4 +1,4 @@
-"""Airflow plugin: the plan review and audit pages (`planner.review`), behind Airflow's own login.
+"""Airflow plugin: the plan review and audit pages (`planner.audit.review`), behind Airflow's own login.
 
 Wiring only. Every request, the OpenAPI document's included, must carry a valid Airflow token (the UI's
 session cookie or a bearer header) for a user allowed to read DAGs; anonymous requests get 401. A user
@@ -15,9 +15,9 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends
 
-from planner.airflow_tasks import PLAN_DAG_PREFIX, store
+from planner.airflow.tasks import PLAN_DAG_PREFIX, store
+from planner.audit.review.app import URL_PREFIX, create_app
 from planner.paths import planner_home
-from planner.review.app import URL_PREFIX, create_app
 
 
 def readable_clusters(user: GetUserDep) -> frozenset[str]:

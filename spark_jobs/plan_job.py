@@ -15,7 +15,7 @@ Averaging modes:
 - `window`: plain means over wall-clock windows ending at the plan time (short and long window).
 
 Usage models: each broker's CPU and NIC usage as background plus costs per msg/s and per byte/s,
-fitted on its load reports within the history window (`planner.usage_model`, grouped by cluster with
+fitted on its load reports within the history window (`planner.plan.usage_model`, grouped by cluster with
 `applyInPandas`; broker counts are small). Every plan's forecast predicts with them, and
 `AvgShedderPredictive` plans with them.
 
@@ -42,7 +42,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 if TYPE_CHECKING:
-    from planner.plan_document import JobResult
+    from planner.plan.document import JobResult
 
 SHORT_SAMPLES = 10
 LONG_SAMPLES = 1000
@@ -363,7 +363,7 @@ def usage_models(brokers: DataFrame) -> dict[str, dict[str, Any]]:
     def fit(frame: Any) -> Any:
         import pandas as pd
 
-        from planner.usage_model import fit_usage_models, histories_from_columns
+        from planner.plan.usage_model import fit_usage_models, histories_from_columns
 
         models = fit_usage_models(histories_from_columns(frame))
         return pd.DataFrame({"cluster": [str(frame["cluster"].iloc[0])], "models": [json.dumps(models.to_json())]})
@@ -422,9 +422,9 @@ def _plan_group(
     """Assemble one cluster's LoadData from its rows and run the planner on it (runs on an executor)."""
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
-    from planner.plan_document import JobResult
-    from planner.planning import make_plan
-    from planner.usage_model import UsageModels
+    from planner.plan.document import JobResult
+    from planner.plan.planning import make_plan
+    from planner.plan.usage_model import UsageModels
 
     brokers: dict[str, dict[str, Any]] = {}
     stats: dict[str, dict[str, dict[str, Any]]] = {}
@@ -550,7 +550,7 @@ def plan_clusters(
     planned = (
         rows.rdd.map(lambda row: (row["cluster"], row)).groupByKey().flatMap(lambda item: plan_partition(iter(item[1])))
     )
-    from planner.plan_document import JobResult
+    from planner.plan.document import JobResult
 
     return {cluster: JobResult.parse(document, f"plan of {cluster}") for cluster, document in planned.collect()}
 

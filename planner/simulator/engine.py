@@ -8,10 +8,10 @@ Each minute, in this order:
 3. each broker writes its report if it changed by more than the report threshold or is older than the
    maximum interval (§1.1); each write is one leader `updateAll()` that samples every bundle (§1.4);
 4. the policy: an in-broker shedding cycle (§1.5) on the leader's view with Pulsar's placement
-   (§1.6, `planner.placement.pipeline`), or, at its cadence, one of this product's offline plans
-   (`planner.planning.make_plan` on freshly collected reports), approved at once and executed.
+   (§1.6, `planner.plan.placement.pipeline`), or, at its cadence, one of this product's offline plans
+   (`planner.plan.planning.make_plan` on freshly collected reports), approved at once and executed.
    Offline policies also collect every broker's report every 5 minutes, as the collect DAG does:
-   the history each plan fits the brokers' usage models on (`planner.usage_model`).
+   the history each plan fits the brokers' usage models on (`planner.plan.usage_model`).
 
 A moved bundle serves its traffic from the destination from the next minute on.
 """
@@ -25,23 +25,23 @@ from typing import Any
 
 import numpy as np
 
-from planner.broker_score import broker_usage, percent_usage
 from planner.config import MIB, PulsarConfig
 from planner.errors import InputError
 from planner.model import LoadData, LocalBrokerData
-from planner.placement import least_long_term_message_rate, least_resource_usage_with_weight
-from planner.placement.pipeline import PlacementSession, select_broker
-from planner.planning import make_plan
-from planner.shedding import avg_shedder
-from planner.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
-from planner.shedding.avg_shedder_predictive import PredictedMove
-from planner.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
+from planner.plan.broker_score import broker_usage, percent_usage
+from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
+from planner.plan.placement.pipeline import PlacementSession, select_broker
+from planner.plan.planning import make_plan
+from planner.plan.shedding import avg_shedder
+from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
+from planner.plan.shedding.avg_shedder_predictive import PredictedMove
+from planner.plan.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
+from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import Scenario, World, build_world
 from planner.simulator.traffic import Minute, Traffic
-from planner.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 
 # 2026-01-01T00:00:00Z: a fixed clock, so recently-unloaded timestamps and results are reproducible.
 EPOCH_MILLIS = 1_767_225_600_000

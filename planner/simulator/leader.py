@@ -7,7 +7,7 @@ bundle stats into the bundle averages (§1.4). This lag is the reason in-broker 
 moves, so the simulator keeps it exactly.
 
 The averages of thousands of bundles are updated on every report event, so they live in numpy arrays
-with the same arithmetic as `planner.time_average` (tests check they agree bit for bit), and the
+with the same arithmetic as `planner.samples.time_average` (tests check they agree bit for bit), and the
 strategies get them through read-only mappings that build `BundleData` records only when asked.
 """
 
@@ -38,7 +38,7 @@ _DEFAULTS = np.array(
 def fold_samples(averages: np.ndarray, counts: np.ndarray, max_samples: int, mask: np.ndarray, x: np.ndarray) -> None:
     """`n = min(n + 1, max)`, `avg = ((n - 1) * avg + x) / n` for the rows in `mask`, in place (§1.4).
 
-    Whole-array arithmetic (no gathers) with exactly the operations of `planner.time_average`.
+    Whole-array arithmetic (no gathers) with exactly the operations of `planner.samples.time_average`.
     """
     n = np.where(mask, np.minimum(counts + 1, max_samples), counts)
     n_float = np.maximum(n, 1).astype(float)[:, None]

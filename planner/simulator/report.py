@@ -246,7 +246,7 @@ def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str]
         "approved at once, with in-broker shedding off. All settings are Pulsar's defaults unless the scenario",
         "file says otherwise (`planner/simulator/scenarios/`). Offline policies also collect every broker's",
         "report every 5 minutes, as the collect DAG does; each plan fits the brokers' usage models on the last",
-        "24 hours of it (`planner/usage_model.py`). `offline:AvgShedderPredictive` plans with those models:",
+        "24 hours of it (`planner/plan/usage_model.py`). `offline:AvgShedderPredictive` plans with those models:",
         "AvgShedder's hit counting decides when, then one plan balances the whole cluster on predicted scores.",
         "",
         "## Summary",

@@ -80,7 +80,7 @@ class Plan(Base):
     actions_hash: Mapped[str] = mapped_column(String(64))
     state_version: Mapped[int] = mapped_column(Integer)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    # The execution claim (planner.executor): only the holder of an unexpired lease sends actions.
+    # The execution claim (planner.execute.executor): only the holder of an unexpired lease sends actions.
     claim_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
     claimed_by: Mapped[str | None] = mapped_column(String(300), nullable=True)
     claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

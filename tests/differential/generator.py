@@ -43,9 +43,9 @@ import random
 import zlib
 from typing import Any
 
-from planner.broker_score import broker_usage
 from planner.config import PulsarConfig
 from planner.model import LocalBrokerData
+from planner.plan.broker_score import broker_usage
 from planner.versions import PulsarVersion
 
 FULL_UPPER = 0xFFFFFFFF

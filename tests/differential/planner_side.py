@@ -15,19 +15,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from planner.bundles import (
+from planner.config import PulsarConfig
+from planner.errors import InputError
+from planner.model import LoadData, load_data_from_mapping
+from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
-from planner.bundles.bundle_splitter_task import find_bundles_to_split
-from planner.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
-from planner.config import PulsarConfig
-from planner.errors import InputError
-from planner.model import LoadData, load_data_from_mapping
-from planner.shedding.registry import shedding_strategy
+from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
+from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.plan.shedding.registry import shedding_strategy
 
 
 def config_for(case: dict[str, Any], version: str) -> PulsarConfig:

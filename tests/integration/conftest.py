@@ -1,6 +1,6 @@
 """Fixtures for tests against real components: a local Pulsar cluster and a throwaway PostgreSQL.
 
-- `pulsar_cluster` (session): the cluster description from `planner.local_cluster`; reuses a running
+- `pulsar_cluster` (session): the cluster description from `planner.devtools.local_cluster`; reuses a running
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
 - `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end.
 - `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
@@ -37,12 +37,12 @@ import pytest
 import requests
 from psycopg import sql
 
-from planner import local_cluster
-from planner.admin_client import AdminAuth, PulsarAdminClient
-from planner.collector import collect
-from planner.demo import airflow_environment, migrate_airflow, run_plan_cycle
+from planner.collect.admin_client import AdminAuth, PulsarAdminClient
+from planner.collect.collector import collect
+from planner.devtools import local_cluster
+from planner.devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
+from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.store.database import Store
-from planner.traffic import BundleTraffic, TrafficGenerator
 
 TEST_TENANT = "integration-tests"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from planner.admin_client import AdminError, PulsarAdminClient
-from planner.decisions import record_decision
-from planner.plan_document import actions_hash
-from planner.plan_store import commit_plan, read_state
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan, read_state
+from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.plan.document import actions_hash
 
 
 class CountingClient(PulsarAdminClient):

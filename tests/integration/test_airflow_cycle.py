@@ -8,7 +8,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from planner.demo import run_plan_cycle
+from planner.devtools.demo import run_plan_cycle
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanMeasurement
 from tests.integration.conftest import CYCLE_CONF, skewed_airflow_env

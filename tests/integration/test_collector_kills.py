@@ -15,19 +15,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
-from planner.collector import (
+from planner.collect.collector import (
     COLLECTOR_POINTS,
     SNAPSHOT_FILES,
     abandon_stale_snapshots,
     snapshot_files,
     unpublished_snapshot_ids,
 )
+from planner.devtools.traffic import BundleTraffic
 from planner.failpoints import ENV as FAILPOINT_ENV
-from planner.plan_runner import PlanRequest, cluster_inputs
-from planner.samples import read_samples, samples_root
+from planner.plan.runner import PlanRequest, cluster_inputs
+from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
 from planner.store.models import Snapshot
-from planner.traffic import BundleTraffic
 from spark_jobs.plan_job import read_table
 from tests.integration.test_exactly_once import _wait_stopped
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import requests
 
-from planner.admin_client import PulsarAdminClient
-from planner.collector import collect, list_snapshots, load_data_for_snapshot
+from planner.audit.plan_records import read_state, show_plan
+from planner.collect.admin_client import PulsarAdminClient
+from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig
-from planner.plan_runner import PlanRequest, run_plan
-from planner.plan_store import read_state, show_plan
-from planner.samples import read_samples, samples_root
-from planner.shedding.registry import shedding_strategy
+from planner.devtools.traffic import BundleTraffic
+from planner.plan.runner import PlanRequest, run_plan
+from planner.plan.shedding.registry import shedding_strategy
+from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
-from planner.traffic import BundleTraffic
 
 pytestmark = pytest.mark.integration
 

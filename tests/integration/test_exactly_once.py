@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from planner.admin_client import PulsarAdminClient
-from planner.executor import EXECUTOR_POINTS, ExecutorSettings, execute_plan
+from planner.audit.plan_records import show_plan
+from planner.collect.admin_client import PulsarAdminClient
+from planner.devtools.traffic import BundleTraffic
+from planner.execute.executor import EXECUTOR_POINTS, ExecutorSettings, execute_plan
 from planner.failpoints import ENV as FAILPOINT_ENV
-from planner.plan_store import show_plan
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
-from planner.traffic import BundleTraffic
 from tests.integration.admin_proxy import AdminProxy, Fault
 from tests.integration.executor_support import approved, owners, unload
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from planner.bundles.bundle_range import BundleName
-from planner.decisions import record_decision
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan, show_plan
+from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
-from planner.executor import ExecutorSettings, execute_plan
-from planner.plan_store import commit_plan, show_plan
+from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.plan.bundles.bundle_range import BundleName
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, RecentlyUnloaded
-from planner.traffic import BundleTraffic
 from tests.integration.executor_support import CountingClient, approved_plan, owners
 
 pytestmark = pytest.mark.integration

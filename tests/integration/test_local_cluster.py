@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 import pytest
 import requests
 
-from planner.bundles import range_equally_divide, specified_positions_divide
-from planner.bundles.bundle_range import BundleRange
+from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.model import LocalBrokerData
-from planner.traffic import BundleTraffic, TrafficGenerator
+from planner.plan.bundles import range_equally_divide, specified_positions_divide
+from planner.plan.bundles.bundle_range import BundleRange
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from planner.demo import run_plan_cycle
+from planner.devtools.demo import run_plan_cycle
+from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.store.database import Store
 from planner.store.models import Plan
-from planner.traffic import BundleTraffic, TrafficGenerator
 from tests.integration.conftest import CYCLE_CONF, TEST_TENANT, airflow_env, collect_snapshots
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.airflow]

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner.admin_client import AdminError, PulsarAdminClient
 from planner.cli import main
+from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import InputError
 from planner.model import (
     DEFAULT_MAX_JSON_BYTES,
@@ -37,7 +37,7 @@ from planner.model import (
     parse_json_document,
     read_load_data,
 )
-from planner.shedding.registry import STRATEGIES
+from planner.plan.shedding.registry import STRATEGIES
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 
 pytestmark = pytest.mark.reliability

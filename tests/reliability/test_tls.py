@@ -10,8 +10,8 @@ import certifi
 import pytest
 from urllib3.exceptions import InsecureRequestWarning
 
-from planner.admin_client import AdminAuth, AdminError, PulsarAdminClient
-from planner.clusters import load_clusters
+from planner.collect.admin_client import AdminAuth, AdminError, PulsarAdminClient
+from planner.collect.clusters import load_clusters
 from planner.errors import InputError
 from tests.fake_pulsar import FakePulsar, Reply
 

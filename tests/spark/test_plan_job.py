@@ -14,13 +14,13 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from sqlalchemy import func, select
 
+from planner.audit.plan_records import StaleStateError, commit_plan, read_state
 from planner.model import BundleData, NamespaceBundleStats
-from planner.plan_runner import PlanRequest, commit_job_output, job_request, run_plan
-from planner.plan_store import StaleStateError, commit_plan, read_state
-from planner.samples import samples_root, write_snapshot_samples
+from planner.plan.runner import PlanRequest, commit_job_output, job_request, run_plan
+from planner.samples.dataset import samples_root, write_snapshot_samples
+from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
-from planner.time_average import update_bundle_data
 from spark_jobs import plan_job
 from spark_jobs.plan_job import Averaging, bundle_averages, plan_clusters, read_table
 from tests.builders import broker, bundle
@@ -390,8 +390,8 @@ def costed_reports(index):
 
 
 def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spark, tmp_path):
-    from planner.samples import read_samples
-    from planner.usage_model import UsageModels, fit_usage_models, histories_from_columns
+    from planner.plan.usage_model import UsageModels, fit_usage_models, histories_from_columns
+    from planner.samples.dataset import read_samples
 
     write_history(tmp_path, "fit", 30, costed_reports)
     state = {"strategy": "AvgShedderPredictive", "highHitCount": {"hot:8080": 1, "late:8080": 1}, "lowHitCount": {}}

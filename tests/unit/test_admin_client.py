@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from planner.admin_client import AdminAuth, AdminError, PulsarAdminClient
+from planner.collect.admin_client import AdminAuth, AdminError, PulsarAdminClient
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2VuLWZvci10ZXN0cw.zzzz"

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from planner.config import PulsarConfig
-from planner.shedding import avg_shedder
-from planner.shedding.avg_shedder import AvgShedderPlacementState, AvgShedderState
+from planner.plan.shedding import avg_shedder
+from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, AvgShedderState
 from tests.builders import broker, bundle, bundle_data, load_data
 
 MIB = 1024 * 1024

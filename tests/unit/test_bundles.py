@@ -7,25 +7,25 @@ import zlib
 
 import pytest
 
-from planner.bundles import (
+from planner.config import PulsarConfig
+from planner.errors import InputError
+from planner.model import NamespaceBundleStats
+from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.bundles.bundle_range import BundleName, BundleNameError, BundleRange
-from planner.bundles.bundle_splitter_task import find_bundles_to_split
-from planner.bundles.consistent_hashing_topic_bundle_assigner import (
+from planner.plan.bundles.bundle_range import BundleName, BundleNameError, BundleRange
+from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
     bundle_for_hash,
     bundle_for_topic,
     initial_boundaries,
     topic_hash,
 )
-from planner.bundles.flow_or_qps_equally_divide import TopicLoad
-from planner.bundles.split import apply_split, can_split, equal_positions
-from planner.config import PulsarConfig
-from planner.errors import InputError
-from planner.model import NamespaceBundleStats
+from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.bundles.split import apply_split, can_split, equal_positions
 from tests.builders import MIB, broker, bundle_data, load_data
 
 

@@ -228,7 +228,7 @@ def test_split_positions_for_each_algorithm(capsys):
 
 def test_split_positions_reads_topic_rates_from_the_right(capsys):
     topics = [f"persistent://test-tenant1/test-namespace1/test-partition-{i}" for i in range(5)]
-    from planner.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+    from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
 
     lowest = min(topics, key=topic_hash)
     args = []
@@ -255,7 +255,7 @@ def test_topic_bundle_prints_the_range(capsys):
     code, out, _ = run_cli(
         capsys, "topic-bundle", "--boundaries", "0x00000000,0x40000000,0x80000000,0xc0000000,0xffffffff", topic
     )
-    from planner.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+    from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
 
     lower = (topic_hash(topic) >> 30) << 30
     upper = min(lower + 0x40000000, 0xFFFFFFFF)

@@ -10,9 +10,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, text, update
 
-from planner import samples
-from planner.admin_client import AdminAuth, PulsarAdminClient
-from planner.collector import (
+from planner.collect.admin_client import AdminAuth, PulsarAdminClient
+from planner.collect.collector import (
     abandon_stale_snapshots,
     collect,
     list_snapshots,
@@ -22,7 +21,8 @@ from planner.collector import (
 )
 from planner.errors import NotFoundError
 from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
-from planner.samples import read_samples
+from planner.samples import dataset as samples
+from planner.samples.dataset import read_samples
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
 from planner.store.models import AuditEvent, Base, Snapshot
 from tests.fake_pulsar import FakePulsar, Reply, load_report
@@ -155,7 +155,7 @@ def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, t
             raise OSError("disk full")
         real_write(table, path)
 
-    monkeypatch.setattr("planner.collector.write_table_atomically", second_write_fails)
+    monkeypatch.setattr("planner.collect.collector.write_table_atomically", second_write_fails)
     with pytest.raises(OSError, match="disk full"):
         collect(client(entry), store, tmp_path)
     # The first Parquet file was written (staged), the second failed: nothing of the snapshot remains to read.
@@ -166,7 +166,7 @@ def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, t
         events = [event.event for event in session.scalars(select(AuditEvent))]
     assert abandoned.status == "abandoned" and events == ["snapshot.abandoned"]
     # The id is not given out again, on SQLite too: the next snapshot is complete under a new id.
-    monkeypatch.setattr("planner.collector.write_table_atomically", real_write)
+    monkeypatch.setattr("planner.collect.collector.write_table_atomically", real_write)
     result = collect(client(entry), store, tmp_path)
     assert result.snapshot_id > abandoned.id
     assert set(read_samples(tmp_path, "bundles", "fake").column("snapshot_id").to_pylist()) == {result.snapshot_id}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from planner.bundles import flow_or_qps_equally_divide
-from planner.bundles.bundle_range import BundleRange
-from planner.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.config import PulsarConfig
-from planner.load_manager_shared import is_sla_or_heartbeat_namespace, is_system_service_namespace
-from planner.shedding import avg_shedder, threshold_shedder, uniform_load_shedder
-from planner.shedding.avg_shedder import AvgShedderState
-from planner.shedding.threshold_shedder import ThresholdShedderState
+from planner.plan.bundles import flow_or_qps_equally_divide
+from planner.plan.bundles.bundle_range import BundleRange
+from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.load_manager_shared import is_sla_or_heartbeat_namespace, is_system_service_namespace
+from planner.plan.shedding import avg_shedder, threshold_shedder, uniform_load_shedder
+from planner.plan.shedding.avg_shedder import AvgShedderState
+from planner.plan.shedding.threshold_shedder import ThresholdShedderState
 from planner.versions import PulsarVersion
 from tests.builders import broker, bundle, bundle_data, load_data
 

@@ -11,10 +11,11 @@ import pytest
 from sqlalchemy import select, update
 
 from planner import cli
-from planner.admin_client import PulsarAdminClient
-from planner.decisions import record_decision
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan, show_plan
+from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
-from planner.executor import (
+from planner.execute.executor import (
     ClaimLostError,
     ExecutorSettings,
     PlanClaimedError,
@@ -30,8 +31,7 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.plan_document import actions_hash
-from planner.plan_store import commit_plan, show_plan
+from planner.plan.document import actions_hash
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanAction
 

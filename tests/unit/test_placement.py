@@ -6,10 +6,10 @@ import random
 
 from planner.config import PulsarConfig
 from planner.java_numbers import INT_MAX
-from planner.load_manager_shared import remove_most_servicing_brokers_for_namespace
-from planner.placement import least_long_term_message_rate, least_resource_usage_with_weight
-from planner.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
-from planner.placement.round_robin_broker_selector import RoundRobinState, select_broker
+from planner.plan.load_manager_shared import remove_most_servicing_brokers_for_namespace
+from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
+from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
+from planner.plan.placement.round_robin_broker_selector import RoundRobinState, select_broker
 from tests.builders import broker, bundle, bundle_data, load_data
 
 

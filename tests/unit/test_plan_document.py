@@ -7,7 +7,7 @@ import json
 import pytest
 
 from planner.errors import InputError
-from planner.plan_document import JobResult, PlanDocument, actions_hash
+from planner.plan.document import JobResult, PlanDocument, actions_hash
 
 ACTION = {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "a:1", "destination": "b:1"}
 

@@ -8,14 +8,18 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.bundles import range_equally_divide, specified_positions_divide, topic_count_equally_divide
-from planner.bundles.bundle_range import BundleRange
-from planner.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, initial_boundaries, topic_hash
 from planner.config import PulsarConfig
 from planner.java_numbers import java_int
 from planner.model import LoadData, load_data_from_json
-from planner.shedding import avg_shedder, uniform_load_shedder
-from planner.shedding.registry import STRATEGIES
+from planner.plan.bundles import range_equally_divide, specified_positions_divide, topic_count_equally_divide
+from planner.plan.bundles.bundle_range import BundleRange
+from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
+    bundle_for_topic,
+    initial_boundaries,
+    topic_hash,
+)
+from planner.plan.shedding import avg_shedder, uniform_load_shedder
+from planner.plan.shedding.registry import STRATEGIES
 from tests.builders import broker, bundle_data, load_data
 
 rates = st.floats(min_value=0, max_value=1e6, allow_nan=False)

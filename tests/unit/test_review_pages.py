@@ -13,13 +13,13 @@ import pytest
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan, record_measurement
+from planner.audit.review.app import URL_PREFIX, create_app
 from planner.config import PulsarConfig
-from planner.decisions import record_decision
 from planner.model import load_data_from_json
-from planner.plan_store import commit_plan, record_measurement
-from planner.planning import make_plan
-from planner.review.app import URL_PREFIX, create_app
-from planner.samples import write_snapshot_samples
+from planner.plan.planning import make_plan
+from planner.samples.dataset import write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Cluster, Plan, Snapshot
 from tests.builders import broker

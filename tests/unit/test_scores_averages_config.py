@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from planner.broker_score import broker_usage, max_resource_usage, percent_usage
 from planner.config import PulsarConfig, load_config, read_properties
 from planner.errors import InputError
 from planner.model import NamespaceBundleStats, TimeAverageMessageData, default_bundle_data
-from planner.time_average import update_bundle_data, update_time_average
+from planner.plan.broker_score import broker_usage, max_resource_usage, percent_usage
+from planner.samples.time_average import update_bundle_data, update_time_average
 from tests.builders import broker, usage
 
 

@@ -12,6 +12,7 @@ import pytest
 from planner.cli import main
 from planner.errors import InputError
 from planner.model import NUM_LONG_SAMPLES, NamespaceBundleStats, TimeAverageMessageData
+from planner.samples.time_average import update_time_average
 from planner.simulator.engine import (
     EPOCH_MILLIS,
     MINUTE_MILLIS,
@@ -28,7 +29,6 @@ from planner.simulator.scenario import (
     random_scenario,
     scenario_from_mapping,
 )
-from planner.time_average import update_time_average
 
 
 def small_cluster(**overrides):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from planner.config import PulsarConfig
-from planner.shedding import overload_shedder, threshold_shedder
-from planner.shedding.threshold_shedder import ThresholdShedderState
+from planner.plan.shedding import overload_shedder, threshold_shedder
+from planner.plan.shedding.threshold_shedder import ThresholdShedderState
 from tests.builders import MIB, broker, bundle, bundle_data, load_data
 
 

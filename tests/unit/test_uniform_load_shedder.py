@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.config import PulsarConfig
-from planner.shedding import uniform_load_shedder
+from planner.plan.shedding import uniform_load_shedder
 from tests.builders import MIB, broker, bundle, bundle_data, load_data
 
 SMALL_TRAFFIC = {

@@ -1,0 +1,134 @@
+"""Decisions on plans: who approved or rejected which action list, and where the decision came from.
+
+The approval gate records which actions hash it put to the reviewer (`plan.approval-requested`), and
+its answer binds exactly that hash; the CLI's `approve` binds the hash the person reviewed. The
+executor runs a plan only with an approved decision for the hash of the rows it is about to run.
+Refusals (a responder who is not an approver, an execution no recorded decision backs) are audited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from planner.errors import InputError, NotFoundError
+from planner.execute.executor import rows_hash
+from planner.lifecycle import PlanStatus, advance
+from planner.store.database import Store
+from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedDecision:
+    decision: str  # "approved" or "rejected"
+    approver: str | None
+    approver_id: str | None
+    source: str
+    actions_hash: str
+
+
+def record_decision(
+    store: Store,
+    plan_id: int,
+    *,
+    approved: bool,
+    approver: str | None,
+    approved_hash: str,
+    approver_id: str | None = None,
+    decided_at: datetime | None = None,
+    source: str = "airflow",
+    actor: str | None = None,
+) -> None:
+    """Store the reviewer's decision; an approval must be for the action rows the plan holds now.
+
+    `approver` None is the gate's timeout default. A retried task finds its decision recorded and
+    changes nothing; a different decision for an already decided plan is refused.
+    """
+    decision = PlanStatus.APPROVED if approved else PlanStatus.REJECTED
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        existing = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
+        if existing is not None:
+            if existing.decision != decision.value:
+                raise InputError(f"plan {plan_id} was already {existing.decision} by {existing.approver or 'timeout'}")
+            return  # a retried task: the decision was recorded already
+        if approved and (approved_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash):
+            raise InputError(f"plan {plan_id}: the approved action list does not match the stored one")
+        plan.status = advance(plan.status, decision, f"plan {plan_id}")
+        session.add(
+            Approval(
+                plan_id=plan_id,
+                decision=decision.value,
+                approver=approver,
+                approver_id=approver_id,
+                decided_at=decided_at or utc_now(),
+                actions_hash=approved_hash,
+                source=source,
+            )
+        )
+        session.add(
+            audit_event(
+                plan.cluster.name,
+                actor or approver or "timeout",
+                f"plan.{decision.value}",
+                plan=plan_id,
+                approver=approver,
+                approverId=approver_id,
+                source=source,
+            )
+        )
+
+
+def record_approval_request(store: Store, plan_id: int, actions_hash: str, *, actor: str) -> None:
+    """The gate put this plan, with this actions hash, to a reviewer."""
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        if actions_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash:
+            raise InputError(f"plan {plan_id}: the action rows differ from the plan's hash; not put to review")
+        session.add(
+            audit_event(plan.cluster.name, actor, "plan.approval-requested", plan=plan_id, actionsHash=actions_hash)
+        )
+
+
+def requested_hash(store: Store, plan_id: int) -> str:
+    """The actions hash the gate last put to a reviewer for this plan ("" when none was)."""
+    with store.session() as session:
+        event = session.scalar(
+            select(AuditEvent)
+            .where(AuditEvent.plan_id == plan_id, AuditEvent.event == "plan.approval-requested")
+            .order_by(AuditEvent.id.desc())
+            .limit(1)
+        )
+        return str(event.details.get("actionsHash", "")) if event is not None else ""
+
+
+def recorded_decision(store: Store, plan_id: int) -> RecordedDecision | None:
+    with store.session() as session:
+        row = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
+        if row is None:
+            return None
+        return RecordedDecision(row.decision, row.approver, row.approver_id, row.source, row.actions_hash)
+
+
+def _refusal(store: Store, plan_id: int, event: str, reason: str, **details: Any) -> None:
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        session.add(
+            audit_event(plan.cluster.name if plan else None, "planner", event, plan=plan_id, reason=reason, **details)
+        )
+
+
+def refuse_decision(store: Store, plan_id: int, reason: str) -> None:
+    _refusal(store, plan_id, "plan.decision-refused", reason)
+
+
+def refuse_execution(store: Store, plan_id: int, reason: str, *, claimed: object = None) -> None:
+    """An execution no recorded decision backs; `claimed` is what the caller was told (e.g. an XCom value)."""
+    _refusal(store, plan_id, "plan.execution-refused", reason, claimed=repr(claimed)[:500] if claimed else None)

@@ -1,0 +1,225 @@
+"""What the review pages show, read from the store (and, for load history, the samples dataset).
+
+Read-only. The plan list is built for large stores: one count query and one page query whose action
+counts and approvals come from indexed joins, never from loading the plans' JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Select, func, select
+
+from planner.collect.collector import unpublished_snapshot_ids
+from planner.config import PulsarConfig
+from planner.errors import InputError, NotFoundError
+from planner.lifecycle import PlanStatus
+from planner.plan.document import PlanDocument
+from planner.samples.dataset import broker_load, read_samples
+from planner.store.database import Store
+from planner.store.models import ActionExecution, Approval, AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement
+
+PLAN_STATUSES = tuple(status.value for status in PlanStatus)
+MAX_PER_PAGE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFilter:
+    cluster: str | None = None
+    status: str | None = None
+    created_from: date | None = None  # inclusive, UTC days
+    created_to: date | None = None  # inclusive
+    page: int = 1
+    per_page: int = 25
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in PLAN_STATUSES:
+            raise InputError(f"plan filter: status must be one of {', '.join(PLAN_STATUSES)} (got {self.status!r})")
+        if self.page < 1:
+            raise InputError(f"plan filter: page must be 1 or more (got {self.page})")
+        if not 1 <= self.per_page <= MAX_PER_PAGE:
+            raise InputError(f"plan filter: per_page must be between 1 and {MAX_PER_PAGE} (got {self.per_page})")
+        if self.created_from and self.created_to and self.created_from > self.created_to:
+            raise InputError(f"plan filter: created_from ({self.created_from}) is after created_to ({self.created_to})")
+
+    def apply(self, query: Select) -> Select:
+        if self.cluster:
+            query = query.where(Cluster.name == self.cluster)
+        if self.status:
+            query = query.where(Plan.status == self.status)
+        if self.created_from:
+            query = query.where(Plan.created_at >= datetime.combine(self.created_from, time(), UTC))
+        if self.created_to:
+            query = query.where(Plan.created_at < datetime.combine(self.created_to + timedelta(days=1), time(), UTC))
+        return query
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+
+
+def cluster_names(store: Store, readable: Collection[str] | None = None) -> list[str]:
+    """The clusters the store knows (only the `readable` ones, when given)."""
+    query = select(Cluster.name).order_by(Cluster.name)
+    if readable is not None:
+        query = query.where(Cluster.name.in_(sorted(readable)))
+    with store.session() as session:
+        return list(session.scalars(query))
+
+
+def plan_page(store: Store, filters: PlanFilter, readable: Collection[str] | None = None) -> dict[str, Any]:
+    """One page of plans, newest first, with the total for pagination (of the `readable` clusters' plans)."""
+    action_count = select(func.count(PlanAction.id)).where(PlanAction.plan_id == Plan.id).scalar_subquery()
+
+    def scoped(query: Select) -> Select:
+        query = filters.apply(query)
+        return query if readable is None else query.where(Cluster.name.in_(sorted(readable)))
+
+    with store.session() as session:
+        total = session.scalar(scoped(select(func.count(Plan.id)).join(Cluster))) or 0
+        query = scoped(
+            select(
+                Plan.id,
+                Cluster.name,
+                Plan.created_at,
+                Plan.strategy,
+                Plan.status,
+                action_count,
+                Approval.approver,
+                Approval.decided_at,
+            )
+            .join(Cluster)
+            .outerjoin(Approval, Approval.plan_id == Plan.id)
+        )
+        rows = session.execute(
+            query.order_by(Plan.id.desc()).offset((filters.page - 1) * filters.per_page).limit(filters.per_page)
+        ).all()
+    return {
+        "items": [
+            {
+                "id": plan_id,
+                "cluster": cluster,
+                "createdAt": _iso(created_at),
+                "strategy": strategy,
+                "status": status,
+                "actions": actions,
+                "approver": approver,
+                "decidedAt": _iso(decided_at),
+            }
+            for plan_id, cluster, created_at, strategy, status, actions, approver, decided_at in rows
+        ],
+        "total": total,
+        "page": filters.page,
+        "perPage": filters.per_page,
+        "pages": max(1, -(-total // filters.per_page)),
+    }
+
+
+def plan_detail(store: Store, plan_id: int) -> dict[str, Any]:
+    """Everything a reviewer or auditor needs about one plan: the plan as committed, its approval, every
+    execution attempt per action, the measured load after it ran, and its audit trail."""
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
+        attempts: dict[int, list[dict[str, Any]]] = {}
+        for sequence, execution in session.execute(
+            select(PlanAction.sequence, ActionExecution)
+            .join(ActionExecution, ActionExecution.action_id == PlanAction.id)
+            .where(PlanAction.plan_id == plan_id)
+            .order_by(PlanAction.sequence, ActionExecution.attempt)
+        ):
+            attempts.setdefault(sequence, []).append(
+                {
+                    "attempt": execution.attempt,
+                    "status": execution.status,
+                    "startedAt": _iso(execution.started_at),
+                    "finishedAt": _iso(execution.finished_at),
+                    "error": execution.error,
+                }
+            )
+        measurement = session.scalar(
+            select(PlanMeasurement).where(PlanMeasurement.plan_id == plan_id).order_by(PlanMeasurement.id.desc())
+        )
+        audit = [
+            {"at": _iso(event.at), "actor": event.actor, "event": event.event, "details": event.details}
+            for event in session.scalars(
+                select(AuditEvent).where(AuditEvent.plan_id == plan_id).order_by(AuditEvent.id)
+            )
+        ]
+        # The stored document, validated as the typed plan before anything of it is shown.
+        details = PlanDocument.parse(plan.details, f"stored plan {plan_id}").to_json()
+        actions = [
+            {
+                **action,
+                "sequence": sequence,
+                "attempts": attempts.get(sequence, []),
+                "result": attempts[sequence][-1]["status"] if sequence in attempts else None,
+            }
+            for sequence, action in enumerate(details.pop("actions", []))
+        ]
+        return {
+            **details,
+            "id": plan.id,
+            "cluster": plan.cluster.name,
+            "status": plan.status,
+            "createdAt": _iso(plan.created_at),
+            "snapshot": plan.snapshot_id,
+            "runKey": plan.run_key,
+            "stateVersion": plan.state_version,
+            "actionsHash": plan.actions_hash,
+            "actions": actions,
+            "approval": None
+            if approval is None
+            else {
+                "decision": approval.decision,
+                "approver": approval.approver,
+                "decidedAt": _iso(approval.decided_at),
+                "actionsHash": approval.actions_hash,
+            },
+            "measured": None
+            if measurement is None
+            else {
+                "snapshot": measurement.snapshot_id,
+                "measuredAt": _iso(measurement.measured_at),
+                "brokers": measurement.brokers,
+            },
+            "audit": audit,
+        }
+
+
+def plan_for_run(store: Store, run_id: str) -> int | None:
+    """The plan an Airflow DAG run committed (run keys start with the run id), if any."""
+    with store.session() as session:
+        return session.scalar(
+            select(Plan.id).where(Plan.run_key.startswith(f"{run_id}:", autoescape=True)).order_by(Plan.id.desc())
+        )
+
+
+def cluster_history(store: Store, home: Path, cluster: str, since: datetime) -> dict[str, Any]:
+    """Per-broker score and msg/s per snapshot since a time, and the plan executions in that time."""
+    with store.session() as session:
+        if session.scalar(select(Cluster.id).where(Cluster.name == cluster)) is None:
+            raise NotFoundError(f"unknown cluster {cluster!r}")
+        executions = [
+            {"plan": event.plan_id, "at": _iso(event.at), "status": event.details.get("status")}
+            for event in session.scalars(
+                select(AuditEvent)
+                .where(
+                    AuditEvent.cluster == cluster,
+                    AuditEvent.event == "plan.execution-finished",
+                    AuditEvent.at >= since,
+                )
+                .order_by(AuditEvent.at)
+            )
+        ]
+    hidden = unpublished_snapshot_ids(store, cluster)
+    samples = broker_load(read_samples(home, "brokers", cluster, since=since, exclude=hidden), PulsarConfig())
+    return {"cluster": cluster, "since": _iso(since), "samples": samples, "executions": executions}

@@ -1,0 +1,344 @@
+"""Collecting one snapshot of a cluster's load, and rebuilding LoadData from collected snapshots.
+
+A snapshot is: every active broker's own load report (fetched from all brokers concurrently),
+the namespaces' bundle boundaries, optionally per-topic stats; the raw responses archived
+compressed for audit and replay; broker and bundle rows appended to the samples dataset; and a
+snapshot row in the store. A broker that cannot be read is recorded as missing and the snapshot is
+flagged partial.
+
+A snapshot is complete in all three places or absent from all of them, under kill -9 at any point:
+1. its row is committed as `staged` first (so its id is never given out again, even on SQLite);
+2. the archive and the two Parquet files are written under staged names that readers skip;
+3. each is published by a rename;
+4. the row is marked `published`, with its audit event.
+Readers see published snapshots only (their ids exclude every other). A collect that failed abandons
+its snapshot at once; one that was killed leaves a `staged` row, which the next collect of the cluster
+abandons once it is older than `STALE_AFTER`: its files are deleted and the row kept as `abandoned`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.errors import InputError, NotFoundError
+from planner.failpoints import failpoint
+from planner.lifecycle import SnapshotStatus, advance
+from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
+from planner.plan.bundles.bundle_range import namespace_of
+from planner.plan.load_manager_shared import is_system_service_namespace
+from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged, write_table_atomically
+from planner.samples.time_average import update_bundle_data
+from planner.store.database import Store
+from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
+
+logger = logging.getLogger(__name__)
+
+# Pulsar's leader keeps 1000 long-term samples; older snapshots cannot change the averages much.
+REPLAYED_SNAPSHOTS = 1000
+# A staged snapshot this old belongs to a collect that died (one collect takes seconds to minutes).
+STALE_AFTER = timedelta(minutes=10)
+# The step boundaries of a collect; `file-staged` and `file-published` are reached once per file (3 each).
+COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.file-published", "collector.published")
+SNAPSHOT_FILES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class CollectResult:
+    snapshot_id: int
+    cluster: str
+    brokers: int
+    bundles: int
+    partial: bool
+    missing: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot_id,
+            "cluster": self.cluster,
+            "brokers": self.brokers,
+            "bundles": self.bundles,
+            "partial": self.partial,
+        }
+
+
+def archive_root(home: Path) -> Path:
+    return home / "archive"
+
+
+def snapshot_files(home: Path, cluster: str, snapshot_id: int, taken_at: datetime) -> list[tuple[Path, Path]]:
+    """A snapshot's files as (staged, published) paths: the archive, then the brokers' and bundles' rows."""
+    archive = (
+        archive_root(home) / f"cluster={cluster}" / f"date={taken_at.date()}" / f"snapshot-{snapshot_id:012d}.json.gz"
+    )
+    published = [
+        archive,
+        *(sample_path(home, table, cluster, snapshot_id, taken_at) for table in ("brokers", "bundles")),
+    ]
+    return [(staged(path), path) for path in published]
+
+
+def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
+    """Snapshot ids readers must skip: staged (being written, or left by a killed collect) and abandoned."""
+    with store.session() as session:
+        return list(
+            session.scalars(
+                select(Snapshot.id)
+                .join(Cluster)
+                .where(Cluster.name == cluster, Snapshot.status != SnapshotStatus.PUBLISHED.value)
+                .order_by(Snapshot.id)
+            )
+        )
+
+
+def _abandon(store: Store, home: Path, snapshot_id: int, actor: str, reason: str) -> None:
+    """Delete whatever a collect wrote of a snapshot and mark its row abandoned (kept: ids are never reused)."""
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        cluster = snapshot.cluster.name
+        taken_at = snapshot.taken_at
+    for staged_path, published_path in snapshot_files(home, cluster, snapshot_id, taken_at):
+        staged_path.unlink(missing_ok=True)
+        published_path.unlink(missing_ok=True)
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        snapshot.status = advance(snapshot.status, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
+        session.add(audit_event(cluster, actor, "snapshot.abandoned", snapshot=snapshot_id, reason=reason))
+
+
+def abandon_stale_snapshots(
+    store: Store, home: Path, cluster: str, *, older_than: timedelta = STALE_AFTER, actor: str = "collector"
+) -> list[int]:
+    """Abandon the cluster's staged snapshots older than `older_than` (left by collects that were killed)."""
+    cutoff = datetime.now(UTC) - older_than
+    with store.session() as session:
+        stale = list(
+            session.scalars(
+                select(Snapshot.id)
+                .join(Cluster)
+                .where(
+                    Cluster.name == cluster,
+                    Snapshot.status == SnapshotStatus.STAGED.value,
+                    Snapshot.taken_at < cutoff,
+                )
+            )
+        )
+    for snapshot_id in stale:
+        _abandon(store, home, snapshot_id, actor, f"staged for more than {older_than}: its collect died")
+    return stale
+
+
+def _write_archive(path: Path, document: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with gzip.open(temporary, "wt", encoding="utf-8") as handle:
+        json.dump(document, handle)
+    os.replace(temporary, path)
+
+
+def read_archive(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def cluster_row(session: Session, name: str, admin_url: str) -> Cluster:
+    """The cluster's row, registered on first use; its admin URL follows the latest configuration."""
+    cluster = session.scalar(select(Cluster).where(Cluster.name == name))
+    if cluster is None:
+        cluster = Cluster(name=name, admin_url=admin_url)
+        session.add(cluster)
+        session.flush()
+    elif cluster.admin_url != admin_url:
+        cluster.admin_url = admin_url
+    return cluster
+
+
+def collect(
+    client: PulsarAdminClient,
+    store: Store,
+    home: Path,
+    cluster_name: str | None = None,
+    *,
+    topic_stats: bool = False,
+    actor: str = "collector",
+) -> CollectResult:
+    """Take one snapshot of the cluster behind `client` and record it everywhere, or nowhere."""
+    cluster = cluster_name or client.cluster_name()
+    taken_at = datetime.now(UTC)
+    brokers = client.active_brokers(cluster)
+    try:
+        leader = client.leader_broker().get("brokerId")
+    except AdminError as error:
+        logger.warning("%s: no leader answer: %s", cluster, error)
+        leader = None
+
+    raw_reports = client.map_concurrently(brokers, client.load_report_text)
+    reports: dict[str, LocalBrokerData] = {}
+    missing: dict[str, str] = {}
+    for broker_id, raw in raw_reports.items():
+        if isinstance(raw, AdminError):
+            missing[broker_id] = str(raw)
+            continue
+        try:
+            reports[broker_id] = local_broker_data_from_json(raw, broker_id)
+        except InputError as error:
+            missing[broker_id] = str(error)
+    for broker_id, reason in missing.items():
+        logger.warning("%s: broker %s missing from the snapshot: %s", cluster, broker_id, reason)
+
+    reported_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.last_stats}
+    namespaces = sorted(ns for ns in reported_namespaces if not is_system_service_namespace(ns))
+    boundaries = client.map_concurrently(namespaces, client.bundle_boundaries)
+    topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
+
+    archive = {
+        "cluster": cluster,
+        "adminUrl": client.admin_url,
+        "takenAt": taken_at.isoformat(),
+        "leader": leader,
+        "activeBrokers": brokers,
+        "loadReports": {b: raw for b, raw in raw_reports.items() if not isinstance(raw, AdminError)},
+        "missingBrokers": missing,
+        "bundleBoundaries": {
+            ns: [f"0x{value:08x}" for value in found] for ns, found in boundaries.items() if isinstance(found, list)
+        },
+        "boundaryErrors": {ns: str(found) for ns, found in boundaries.items() if isinstance(found, AdminError)},
+        "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
+    }
+    bundle_count = sum(len(report.last_stats) for report in reports.values())
+    abandon_stale_snapshots(store, home, cluster, actor=actor)
+    with store.session() as session:
+        snapshot = Snapshot(
+            cluster_id=cluster_row(session, cluster, client.admin_url).id,
+            taken_at=taken_at,
+            brokers=len(reports),
+            bundles=bundle_count,
+            partial=bool(missing),
+            missing_brokers=missing,
+            archive_path="",
+            leader=leader,
+            status=advance(None, SnapshotStatus.STAGED, "a new snapshot").value,
+        )
+        session.add(snapshot)
+        session.flush()
+        snapshot_id = snapshot.id
+        files = snapshot_files(home, cluster, snapshot_id, taken_at)
+        snapshot.archive_path = str(files[0][1])
+    failpoint("collector.row-staged")
+    try:
+        _write_archive(files[0][0], archive)
+        failpoint("collector.file-staged")
+        for (staged_path, _), rows in zip(
+            files[1:], snapshot_tables(snapshot_id, taken_at, reports).values(), strict=True
+        ):
+            write_table_atomically(rows, staged_path)
+            failpoint("collector.file-staged")
+        for staged_path, published_path in files:
+            os.replace(staged_path, published_path)
+            failpoint("collector.file-published")
+        with store.session() as session:
+            row = session.get(Snapshot, snapshot_id)
+            row.status = advance(row.status, SnapshotStatus.PUBLISHED, f"snapshot {snapshot_id}").value
+            session.add(
+                audit_event(
+                    cluster,
+                    actor,
+                    "snapshot.collected",
+                    snapshot=snapshot_id,
+                    brokers=len(reports),
+                    missing=sorted(missing),
+                )
+            )
+        failpoint("collector.published")
+    except BaseException as error:
+        _abandon(store, home, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
+        raise
+    return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
+
+
+def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadData:
+    """The LoadData a Pulsar leader would hold right after this snapshot.
+
+    Brokers: the snapshot's load reports. Bundle averages: the cluster's snapshots up to this one
+    replayed in time order through Pulsar's 10/1000-sample rule, one sample per snapshot for every
+    bundle reported in it (as the leader samples every bundle on each report event); bundles not
+    reported now are dropped. Recently unloaded bundles come from the store, all of them: the
+    planning cycle drops the expired ones with its own clock and grace period.
+    """
+    with store.session() as session:
+        snapshot = session.get(Snapshot, snapshot_id)
+        if snapshot is None or snapshot.status != SnapshotStatus.PUBLISHED.value:
+            raise NotFoundError(f"unknown snapshot {snapshot_id}" + (f" (it is {snapshot.status})" if snapshot else ""))
+        cluster = snapshot.cluster.name
+        archive_path = Path(snapshot.archive_path)
+        recent = {
+            row.bundle: row.unloaded_at_millis
+            for row in session.scalars(
+                select(RecentlyUnloaded).where(RecentlyUnloaded.cluster_id == snapshot.cluster_id)
+            )
+        }
+    archive = read_archive(archive_path)
+    reports = {broker: local_broker_data_from_json(raw, broker) for broker, raw in archive["loadReports"].items()}
+
+    bundle_table = read_samples(
+        home, "bundles", cluster, up_to_snapshot=snapshot_id, exclude=unpublished_snapshot_ids(store, cluster)
+    )
+    snapshot_ids = sorted(set(bundle_table.column("snapshot_id").to_pylist()))[-REPLAYED_SNAPSHOTS:]
+    first_replayed = snapshot_ids[0] if snapshot_ids else snapshot_id
+    averages: dict[str, BundleData] = {}
+    columns = bundle_table.select(
+        ["snapshot_id", "bundle", "msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out", "topics"]
+    ).to_pylist()
+    for row in columns:
+        if row["snapshot_id"] < first_replayed:
+            continue
+        sample = NamespaceBundleStats(
+            msg_rate_in=row["msg_rate_in"],
+            msg_throughput_in=row["msg_throughput_in"],
+            msg_rate_out=row["msg_rate_out"],
+            msg_throughput_out=row["msg_throughput_out"],
+            topics=row["topics"],
+        )
+        averages[row["bundle"]] = update_bundle_data(averages.get(row["bundle"], BundleData()), sample)
+    current = {bundle for report in reports.values() for bundle in report.last_stats}
+    return LoadData(
+        brokers=reports,
+        bundle_data={bundle: data for bundle, data in averages.items() if bundle in current},
+        recently_unloaded_bundles=recent,
+    )
+
+
+def list_snapshots(store: Store, cluster: str | None = None, *, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest snapshots first, as plain records."""
+    with store.session() as session:
+        query = (
+            select(Snapshot, Cluster.name)
+            .join(Cluster)
+            .where(Snapshot.status == SnapshotStatus.PUBLISHED.value)
+            .order_by(Snapshot.id.desc())
+            .limit(limit)
+        )
+        if cluster:
+            query = query.where(Cluster.name == cluster)
+        return [
+            {
+                "id": snapshot.id,
+                "cluster": name,
+                "takenAt": snapshot.taken_at.isoformat(),
+                "brokers": snapshot.brokers,
+                "bundles": snapshot.bundles,
+                "partial": snapshot.partial,
+                "missingBrokers": sorted(snapshot.missing_brokers),
+            }
+            for snapshot, name in session.execute(query)
+        ]

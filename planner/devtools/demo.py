@@ -1,0 +1,171 @@
+"""`pulsar-rebalance demo`: the whole product on one machine.
+
+Starts the local Pulsar cluster, puts skewed traffic on it (every bundle of a namespace on one
+broker), collects load, runs the plan DAG in a real Airflow (Spark job, commit, approval gate), then
+either approves itself (`--approve`) or waits for a person in the Airflow UI, executes, and reports
+the measured load before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from planner.audit.plan_records import list_plans, show_plan
+from planner.collect.admin_client import PulsarAdminClient
+from planner.collect.collector import collect
+from planner.devtools import local_cluster
+from planner.devtools.traffic import BundleTraffic, TrafficGenerator
+from planner.paths import planner_home
+from planner.samples.dataset import snapshot_broker_load
+from planner.store.database import Store
+
+logger = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
+
+
+def airflow_environment(airflow_home: Path, cluster: dict[str, Any], db_url: str, home: Path) -> dict[str, str]:
+    """Environment for Airflow processes that run this project's DAGs against `cluster` on loopback."""
+    name = cluster["cluster"]
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        f"AIRFLOW_CONN_PULSAR_{name.upper()}": json.dumps(
+            {"conn_type": "http", "host": cluster["brokers"][0]["adminUrl"]}
+        ),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PULSAR_REBALANCE_HOME": str(home),
+        "PULSAR_REBALANCE_DB_URL": db_url,
+        "PULSAR_REBALANCE_CLUSTER_NAMES": name,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+
+
+def migrate_airflow(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+
+
+def run_plan_cycle(
+    env: dict[str, str], cluster: str, decision: str, conf: dict[str, Any], timeout: float | None = None
+) -> dict[str, Any]:
+    """One run of the cluster's plan DAG (`decision`: Approve, Reject, or `ui` for a person).
+
+    `dag.test()` ignores SIGTERM while it waits at the gate; on `timeout` the run is killed outright.
+    """
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner.devtools.airflow_cycle",
+            f"pulsar_rebalance_plan_{cluster}",
+            decision,
+            json.dumps(conf),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the plan DAG run failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _load(home: Path, cluster: str, snapshot_id: int, measure: str) -> dict[str, float]:
+    return {broker: load[measure] for broker, load in snapshot_broker_load(home, cluster, snapshot_id).items()}
+
+
+def _settled(client: PulsarAdminClient, store: Store, home: Path, timeout: float = 90.0) -> Any:
+    """Collect until two snapshots in a row show the same per-broker rates (±5 %): the moves are reported."""
+    time.sleep(15)  # three report intervals: the new owners have reported the moved traffic at least once
+    deadline = time.monotonic() + timeout
+    previous = collect(client, store, home)
+    while True:
+        time.sleep(5)
+        current = collect(client, store, home)
+        old = _load(home, current.cluster, previous.snapshot_id, "msgRate")
+        new = _load(home, current.cluster, current.snapshot_id, "msgRate")
+        steady = all(abs(new.get(b, 0) - rate) <= 0.05 * max(rate, 1.0) for b, rate in old.items())
+        if steady or time.monotonic() > deadline:
+            return current
+        previous = current
+
+
+def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any]:
+    home = planner_home() / "demo"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    db_url = f"sqlite:///{home / 'planner.db'}"
+    print(f"starting a fresh {brokers}-broker Pulsar cluster on 127.0.0.1 (the first run downloads Pulsar)...")
+    local_cluster.wipe()  # the demo's cluster starts empty, so its plan is about the demo's traffic only
+    cluster = local_cluster.start(brokers=brokers)
+    hot = cluster["brokers"][0]["id"]
+    generator = TrafficGenerator.for_cluster(
+        cluster, f"demo/skewed-{secrets.token_hex(3)}", [BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)]
+    )
+    generator.setup()
+    print(f"putting every bundle of {generator.namespace} on {hot} and producing 160 msg/s...", flush=True)
+    generator.place_bundles({i: hot for i in range(4)})
+    generator.start()
+    try:
+        time.sleep(12)  # two load-report intervals
+        store = Store(db_url)
+        client = PulsarAdminClient(cluster["brokers"][0]["adminUrl"])
+        for _ in range(3):
+            before = collect(client, store, home)
+            time.sleep(2)
+        env = airflow_environment(home / "airflow", cluster, db_url, home)
+        migrate_airflow(env)
+        server = None
+        if not approve:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            print(
+                f"approve or reject the plan at http://127.0.0.1:{port}/ (Browse → Required Actions); waiting...",
+                flush=True,
+            )
+        try:
+            run = run_plan_cycle(env, cluster["cluster"], "Approve" if approve else "ui", DEMO_CONF)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=30)
+        after = _settled(client, store, home)
+        name = cluster["cluster"]
+        [latest] = list_plans(store, name, limit=1)
+        plan = show_plan(store, latest["id"])
+        executed = run["tasks"].get("execute") == "success" and plan["status"] == "executed"
+        print(json.dumps({"plan": plan["id"], "status": plan["status"], "actions": plan["actions"]}, indent=2))
+        # Brokers on one machine share its CPU and NIC, so their scores move together; msg/s shows the move.
+        return {
+            "plan": plan["id"],
+            "actions": len(plan["actions"]),
+            "executed": len(plan["actions"]) if executed else 0,
+            "before": _load(home, name, before.snapshot_id, "score"),
+            "after": _load(home, name, after.snapshot_id, "score"),
+            "msgRateBefore": _load(home, name, before.snapshot_id, "msgRate"),
+            "msgRateAfter": _load(home, name, after.snapshot_id, "msgRate"),
+        }
+    finally:
+        generator.stop()
+        generator.delete_namespace()

@@ -1,0 +1,831 @@
+"""A real multi-broker Apache Pulsar cluster on 127.0.0.1, for development, tests and the demo.
+
+Pulsar ships no Python broker, and the project's machines reach only Maven Central, so the broker
+comes from there: the distribution tarball when Maven Central has it for the chosen version, else
+`pulsar-broker` with its transitive dependencies. Either way the jars end up in one `lib/` folder
+in a download cache outside the repository, and every process is a plain `java -cp lib/* <main>`
+with configuration files written here (no `bin/pulsar` script needed).
+
+The cluster is one ZooKeeper, one bookie and N brokers running `ModularLoadManagerImpl` with load
+reports on but Pulsar's own shedding and auto-split off, so that only the planner moves bundles.
+Processes outlive the Python process that started them; their PIDs live in a state file, so
+`status()`/`stop()` work from any later process.
+
+Public functions: `start`, `status`, `stop`, `wipe`; helpers `ensure_distribution`, `distribution_route`,
+`settings_from_env`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import functools
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from planner.devtools.broker_settings import SHARED_BROKER_SETTINGS
+from planner.paths import cache_home, planner_home
+
+log = logging.getLogger(__name__)
+
+# Newest 4.x on Maven Central when this was written: 4.2.4 exists as `pulsar-broker` jars only, the
+# newest distribution tarball there is 4.0.8 (both routes work; see `ensure_distribution`).
+DEFAULT_PULSAR_VERSION = "4.2.4"
+DEFAULT_CLUSTER_NAME = "local"
+MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+ENV_CACHE = "PULSAR_REBALANCE_CACHE"
+ENV_VERSION = "PULSAR_REBALANCE_PULSAR_VERSION"
+ENV_CLUSTER = "PULSAR_REBALANCE_CLUSTER"
+ENV_ZK_PORT = "PULSAR_REBALANCE_ZK_PORT"
+ENV_BOOKIE_PORT = "PULSAR_REBALANCE_BOOKIE_PORT"
+ENV_WEB_PORT = "PULSAR_REBALANCE_WEB_PORT"
+ENV_BROKER_PORT = "PULSAR_REBALANCE_BROKER_PORT"
+ENV_START_TIMEOUT = "PULSAR_REBALANCE_START_TIMEOUT"
+ENV_BROKER_MEM = "PULSAR_REBALANCE_BROKER_MEM"
+ENV_AUTH = "PULSAR_REBALANCE_LOCAL_AUTH"
+AUTH_MODES = ("none", "token")
+SUPERUSER_ROLE = "admin"
+
+HOST = "127.0.0.1"
+_STOP_TIMEOUT_SECONDS = 30.0
+_POLL_SECONDS = 0.5
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+# What `bin/pulsar` adds to every JVM (spec §12.2), minus log settings, which are per process here.
+_JVM_FLAGS = [
+    "-Djava.net.preferIPv4Stack=true",
+    "-Djute.maxbuffer=10485760",
+    "-Dzookeeper.clientTcpKeepAlive=true",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens=java.management/sun.management=ALL-UNNAMED",
+    "--add-opens=jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.platform=ALL-UNNAMED",
+    "--enable-native-access=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dorg.apache.pulsar.shade.io.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.recycler.maxCapacityPerThread=4096",
+    "-Dio.netty.allocator.maxOrder=10",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Dpulsar.allocator.exit_on_oom=true",
+    # Two cores shared by five JVMs: a serial collector and C1-only JIT start faster and use less memory.
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+]
+_ZOOKEEPER_MEM = ["-Xms64m", "-Xmx128m"]
+_BOOKIE_MEM = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m"]
+_DEFAULT_BROKER_MEM = "-Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m"
+
+_LOG4J2_PROPERTIES = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = file
+appender.file.fileName = ${sys:pulsar.log.dir}/${sys:pulsar.log.file}
+appender.file.filePattern = ${sys:pulsar.log.dir}/${sys:pulsar.log.file}.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{ISO8601} %-5level [%t] %c{1} - %msg%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 20MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+"""
+
+
+class LocalClusterError(RuntimeError):
+    """The local cluster could not be downloaded, started or reached; the message says where to look."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalClusterSettings:
+    """Where the cluster lives and which ports it uses; every field can be set through the environment."""
+
+    home: Path
+    cache: Path
+    pulsar_version: str
+    cluster_name: str
+    zookeeper_port: int
+    bookie_port: int
+    web_port_base: int
+    broker_port_base: int
+    start_timeout_seconds: float
+    broker_mem: tuple[str, ...]
+    # "token": Pulsar's JWT authentication and authorization on the brokers, one superuser token in a file.
+    auth: str = "none"
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.home / "local-cluster"
+
+    @property
+    def state_file(self) -> Path:
+        return self.cluster_dir / "state.json"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.cluster_dir / "logs"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.cluster_dir / "data"
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.cluster_dir / "conf"
+
+    @property
+    def token_file(self) -> Path:
+        """The superuser's token (mode 600); only its path is ever printed or passed on."""
+        return self.cluster_dir / "auth" / "admin.token"
+
+    @property
+    def secret_key_file(self) -> Path:
+        return self.cluster_dir / "auth" / "token-secret.key"
+
+    def web_port(self, index: int) -> int:
+        return self.web_port_base + index
+
+    def broker_port(self, index: int) -> int:
+        return self.broker_port_base + index
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> LocalClusterSettings:
+    """Settings from `PULSAR_REBALANCE_*` variables; ports default away from Pulsar's and Airflow's 8080/6650."""
+    env = os.environ if env is None else env
+    return LocalClusterSettings(
+        home=planner_home(env),
+        cache=Path(env.get(ENV_CACHE) or cache_home(env) / "pulsar").expanduser(),
+        pulsar_version=env.get(ENV_VERSION) or DEFAULT_PULSAR_VERSION,
+        cluster_name=env.get(ENV_CLUSTER) or DEFAULT_CLUSTER_NAME,
+        zookeeper_port=int(env.get(ENV_ZK_PORT) or 12181),
+        bookie_port=int(env.get(ENV_BOOKIE_PORT) or 13181),
+        web_port_base=int(env.get(ENV_WEB_PORT) or 18081),
+        broker_port_base=int(env.get(ENV_BROKER_PORT) or 16651),
+        start_timeout_seconds=float(env.get(ENV_START_TIMEOUT) or 300),
+        broker_mem=tuple((env.get(ENV_BROKER_MEM) or _DEFAULT_BROKER_MEM).split()),
+        auth=env.get(ENV_AUTH) or "none",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Download
+# --------------------------------------------------------------------------------------------
+
+
+def ensure_distribution(settings: LocalClusterSettings | None = None) -> Path:
+    """The `lib/` folder of the configured Pulsar version, downloaded from Maven Central on first use.
+
+    Route 1: `org.apache.pulsar:pulsar-server-distribution:<ver>:tar.gz:bin`, unpacked (its `lib/`).
+    Route 2: `org.apache.pulsar:pulsar-broker:<ver>` and its runtime dependencies, versions managed by
+    Pulsar's own parent POM (as the distribution build does), plain `zookeeper` excluded because
+    Pulsar ships a patched copy (`zookeeper-with-patched-admin`).
+    """
+    settings = settings or settings_from_env()
+    version_dir = settings.cache / settings.pulsar_version
+    lib_dir = version_dir / "lib"
+    marker = version_dir / "COMPLETE"
+    if marker.exists():
+        return lib_dir
+    version_dir.mkdir(parents=True, exist_ok=True)
+    with _file_lock(version_dir / ".lock"):
+        if marker.exists():
+            return lib_dir
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise LocalClusterError("Maven (`mvn`) is needed to download Pulsar; run scripts/install_system_deps.sh")
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="download-", dir=version_dir) as tmp:
+            work = Path(tmp)
+            shutil.rmtree(lib_dir, ignore_errors=True)
+            try:
+                _download_tarball(mvn, settings.pulsar_version, work, lib_dir)
+                route = "pulsar-server-distribution tarball"
+            except LocalClusterError as tarball_error:
+                log.info(
+                    "no distribution tarball for %s (%s); resolving pulsar-broker jars",
+                    settings.pulsar_version,
+                    tarball_error,
+                )
+                _download_broker_jars(mvn, settings.pulsar_version, work, lib_dir)
+                route = "pulsar-broker jars with dependencies"
+        marker.write_text(f"{route}\n{time.monotonic() - started:.1f} s\n")
+        log.info(
+            "Pulsar %s ready in %s (%s, %.0f s)", settings.pulsar_version, lib_dir, route, time.monotonic() - started
+        )
+    return lib_dir
+
+
+def distribution_route(settings: LocalClusterSettings | None = None) -> str | None:
+    """How the cached version was obtained (tarball or jars), or None when not downloaded yet."""
+    settings = settings or settings_from_env()
+    marker = settings.cache / settings.pulsar_version / "COMPLETE"
+    return marker.read_text().splitlines()[0] if marker.exists() else None
+
+
+def _run_maven(mvn: str, args: list[str], work: Path) -> None:
+    # A private local repository inside the work dir keeps ~/.m2 untouched and is deleted with it.
+    command = [mvn, "-B", "-q", f"-Dmaven.repo.local={work / 'm2'}", *args]
+    result = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        output = _ANSI_ESCAPE.sub("", result.stdout + result.stderr)
+        first_error = next((line for line in output.splitlines() if line.startswith("[ERROR]")), output[-500:])
+        raise LocalClusterError(f"{' '.join(args[:1])} failed: {first_error}")
+
+
+def _download_tarball(mvn: str, version: str, work: Path, lib_dir: Path) -> None:
+    artifact = f"org.apache.pulsar:pulsar-server-distribution:{version}:tar.gz:bin"
+    _run_maven(mvn, [f"{MAVEN_DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work}"], work)
+    tarball = next(work.glob("pulsar-server-distribution-*.tar.gz"))
+    with tarfile.open(tarball) as archive:
+        archive.extractall(work / "unpacked", filter="data")
+    unpacked_lib = next((work / "unpacked").glob("*/lib"))
+    shutil.move(unpacked_lib, lib_dir)
+
+
+def _download_broker_jars(mvn: str, version: str, work: Path, lib_dir: Path) -> None:
+    pom = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.pulsar-rebalance</groupId>
+  <artifactId>pulsar-runtime</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencyManagement><dependencies>
+    <dependency><groupId>org.apache.pulsar</groupId><artifactId>pulsar</artifactId><version>{version}</version>
+      <type>pom</type><scope>import</scope></dependency>
+  </dependencies></dependencyManagement>
+  <dependencies>
+    <dependency><groupId>org.apache.pulsar</groupId><artifactId>pulsar-broker</artifactId><version>{version}</version>
+      <exclusions><exclusion><groupId>org.apache.zookeeper</groupId><artifactId>zookeeper</artifactId></exclusion>
+      </exclusions></dependency>
+  </dependencies>
+</project>
+"""
+    (work / "pom.xml").write_text(pom)
+    staging = work / "lib"
+    _run_maven(
+        mvn,
+        [f"{MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
+        work,
+    )
+    shutil.move(staging, lib_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# Public lifecycle
+# --------------------------------------------------------------------------------------------
+
+
+def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dict[str, Any]:
+    """Start ZooKeeper, a bookie and `brokers` brokers, or return the cluster that is already running."""
+    if brokers < 1:
+        raise ValueError(f"brokers must be at least 1, got {brokers}")
+    settings = settings or settings_from_env()
+    settings.cluster_dir.mkdir(parents=True, exist_ok=True)
+    with _file_lock(settings.cluster_dir / ".lock"):
+        running = status(settings)
+        if running is not None and running["healthy"]:
+            if len(running["brokers"]) != brokers:
+                log.warning(
+                    "cluster already running with %d brokers (asked for %d); returning it",
+                    len(running["brokers"]),
+                    brokers,
+                )
+            return running
+        if running is not None:
+            log.warning("cluster partly down; stopping what is left before starting again")
+            _stop_processes(settings)
+        lib_dir = ensure_distribution(settings)
+        _check_ports_free(settings, brokers)
+        if settings.auth not in AUTH_MODES:
+            raise LocalClusterError(
+                f"unknown auth {settings.auth!r} ({ENV_AUTH}): choose one of {', '.join(AUTH_MODES)}"
+            )
+        if settings.auth == "token":
+            _write_token_files(settings)
+        state = _cluster_description(settings, brokers) | {"pulsarVersion": settings.pulsar_version, "processes": []}
+        try:
+            _start_cluster(settings, lib_dir, state)
+        except BaseException:
+            _stop_processes(settings)
+            raise
+    return status(settings) or state
+
+
+def status(settings: LocalClusterSettings | None = None) -> dict[str, Any] | None:
+    """The recorded cluster with per-process liveness and memory, or None when nothing of it runs."""
+    settings = settings or settings_from_env()
+    state = _read_state(settings)
+    if state is None:
+        return None
+    processes = [
+        proc | {"alive": _is_alive(proc["pid"], proc["marker"]), "rssBytes": _rss_bytes(proc["pid"])}
+        for proc in state["processes"]
+    ]
+    if not any(proc["alive"] for proc in processes):
+        return None
+    return state | {
+        "processes": processes,
+        "healthy": all(proc["alive"] for proc in processes),
+        "rssBytes": sum(proc["rssBytes"] for proc in processes if proc["alive"]),
+    }
+
+
+def stop(settings: LocalClusterSettings | None = None) -> None:
+    """Stop every recorded process by PID: brokers first, then the bookie, then ZooKeeper."""
+    settings = settings or settings_from_env()
+    settings.cluster_dir.mkdir(parents=True, exist_ok=True)
+    with _file_lock(settings.cluster_dir / ".lock"):
+        _stop_processes(settings)
+
+
+def stop_broker(index: int, settings: LocalClusterSettings | None = None) -> int:
+    """Stop one broker by PID (SIGTERM: it releases its bundles as in a rolling restart); returns the PID."""
+    settings = settings or settings_from_env()
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _read_state(settings)
+        if state is None:
+            raise LocalClusterError("no local cluster is running")
+        [broker] = [p for p in state["processes"] if p["name"] == f"broker-{index}"]
+        _terminate([broker])
+        return int(broker["pid"])
+
+
+def start_broker(index: int, settings: LocalClusterSettings | None = None) -> dict[str, Any]:
+    """Start a stopped broker again with its configuration, and wait until the cluster is whole."""
+    settings = settings or settings_from_env()
+    deadline = time.monotonic() + settings.start_timeout_seconds
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _read_state(settings)
+        if state is None:
+            raise LocalClusterError("no local cluster is running")
+        name = f"broker-{index}"
+        [old] = [p for p in state["processes"] if p["name"] == name]
+        if not _is_alive(old["pid"], old["marker"]):
+            conf = settings.conf_dir / f"{name}.conf"
+            started = _launch(
+                settings,
+                ensure_distribution(settings),
+                name,
+                list(settings.broker_mem),
+                ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
+            )
+            state["processes"] = [started if p["name"] == name else p for p in state["processes"]]
+            _write_state(settings, state)
+        _wait_for(lambda: _brokers_ready(state), "all brokers serve their admin API", deadline, state["processes"])
+    return status(settings) or state
+
+
+def wipe(settings: LocalClusterSettings | None = None) -> None:
+    """Stop the cluster and delete its data, configuration and logs (the download cache stays)."""
+    settings = settings or settings_from_env()
+    stop(settings)
+    shutil.rmtree(settings.cluster_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Starting
+# --------------------------------------------------------------------------------------------
+
+
+def _cluster_description(settings: LocalClusterSettings, brokers: int) -> dict[str, Any]:
+    return {
+        "cluster": settings.cluster_name,
+        "brokers": [
+            {
+                "id": f"{HOST}:{settings.web_port(i)}",
+                "adminUrl": f"http://{HOST}:{settings.web_port(i)}",
+                "serviceUrl": f"pulsar://{HOST}:{settings.broker_port(i)}",
+            }
+            for i in range(brokers)
+        ],
+        "zookeeper": f"{HOST}:{settings.zookeeper_port}",
+        "bookie": f"{HOST}:{settings.bookie_port}",
+        "logDir": str(settings.log_dir),
+        "dataDir": str(settings.data_dir),
+        "auth": settings.auth,
+        **({"tokenFile": str(settings.token_file)} if settings.auth == "token" else {}),
+    }
+
+
+def _start_cluster(settings: LocalClusterSettings, lib_dir: Path, state: dict[str, Any]) -> None:
+    """Launch the JVMs in dependency order, waiting for each stage to be ready before the next.
+
+    `state["processes"]` grows as each JVM starts and the state file is rewritten after each, so a
+    failed start (or a later `stop()`) can still find and stop every process that was launched.
+    """
+    deadline = time.monotonic() + settings.start_timeout_seconds
+    processes: list[dict[str, Any]] = state["processes"]
+    brokers = len(state["brokers"])
+    for directory in (settings.log_dir, settings.data_dir, settings.conf_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    log4j = settings.conf_dir / "log4j2.properties"
+    log4j.write_text(_LOG4J2_PROPERTIES)
+    metadata_url = f"zk:{HOST}:{settings.zookeeper_port}"
+
+    zk_conf = _write_conf(settings.conf_dir / "zookeeper.conf", _zookeeper_conf(settings))
+    processes.append(
+        _launch(
+            settings,
+            lib_dir,
+            "zookeeper",
+            _ZOOKEEPER_MEM,
+            ["org.apache.zookeeper.server.ZooKeeperServerMain", str(zk_conf)],
+        )
+    )
+    _write_state(settings, state)
+    _wait_for(lambda: _zookeeper_ok(settings.zookeeper_port), "ZooKeeper answers ruok", deadline, processes)
+
+    _initialize_metadata(settings, lib_dir, metadata_url, deadline)
+
+    bookie_conf = _write_conf(settings.conf_dir / "bookie.conf", _bookie_conf(settings))
+    processes.append(
+        _launch(
+            settings, lib_dir, "bookie", _BOOKIE_MEM, ["org.apache.bookkeeper.server.Main", "--conf", str(bookie_conf)]
+        )
+    )
+    _write_state(settings, state)
+    _wait_for(lambda: _port_open(settings.bookie_port), "bookie listens", deadline, processes)
+
+    for index in range(brokers):
+        conf = _write_conf(settings.conf_dir / f"broker-{index}.conf", _broker_conf(settings, index, metadata_url))
+        processes.append(
+            _launch(
+                settings,
+                lib_dir,
+                f"broker-{index}",
+                list(settings.broker_mem),
+                ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
+            )
+        )
+    _write_state(settings, state)
+    _wait_for(lambda: _brokers_ready(state), f"all {brokers} brokers serve their admin API", deadline, processes)
+
+
+def _initialize_metadata(settings: LocalClusterSettings, lib_dir: Path, metadata_url: str, deadline: float) -> None:
+    """Create the cluster, `public/default` and BookKeeper's `/ledgers` once; the bookie needs the latter."""
+    marker = settings.data_dir / "metadata-initialized"
+    if marker.exists() and marker.read_text().strip() == settings.cluster_name:
+        return
+    command = [
+        _java(),
+        *_JVM_FLAGS,
+        "-Xmx128m",
+        *_log_flags(settings, "initialize-cluster-metadata"),
+        "-cp",
+        str(lib_dir / "*"),
+        "org.apache.pulsar.PulsarClusterMetadataSetup",
+        "--cluster",
+        settings.cluster_name,
+        "--metadata-store",
+        metadata_url,
+        "--configuration-metadata-store",
+        metadata_url,
+        "--web-service-url",
+        f"http://{HOST}:{settings.web_port(0)}",
+        "--broker-service-url",
+        f"pulsar://{HOST}:{settings.broker_port(0)}",
+        "--initial-num-stream-storage-containers",
+        "0",
+    ]
+    output = settings.log_dir / "initialize-cluster-metadata.out"
+    with output.open("wb") as out:
+        result = subprocess.run(
+            command, stdout=out, stderr=subprocess.STDOUT, check=False, timeout=max(deadline - time.monotonic(), 1)
+        )
+    if result.returncode != 0:
+        raise LocalClusterError(
+            f"initialize-cluster-metadata failed (exit {result.returncode}); see {output} "
+            f"and {settings.log_dir / 'initialize-cluster-metadata.log'}"
+        )
+    marker.write_text(settings.cluster_name)
+
+
+def _zookeeper_conf(settings: LocalClusterSettings) -> dict[str, object]:
+    return {
+        "tickTime": 2000,
+        "dataDir": settings.data_dir / "zookeeper",
+        "clientPort": settings.zookeeper_port,
+        "clientPortAddress": HOST,
+        # The embedded admin server listens on 8080 by default, which clashes with Airflow.
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "ruok,srvr",
+        "autopurge.snapRetainCount": 3,
+        "autopurge.purgeInterval": 1,
+    }
+
+
+def _bookie_conf(settings: LocalClusterSettings) -> dict[str, object]:
+    bookie_dir = settings.data_dir / "bookie"
+    return {
+        "bookiePort": settings.bookie_port,
+        "advertisedAddress": HOST,
+        # With a listening interface the bookie binds to its own address (127.0.0.1) instead of 0.0.0.0.
+        "listeningInterface": "lo",
+        "allowLoopback": "true",
+        "useHostNameAsBookieID": "false",
+        "metadataServiceUri": f"zk+null://{HOST}:{settings.zookeeper_port}/ledgers",
+        "journalDirectories": bookie_dir / "journal",
+        "ledgerDirectories": bookie_dir / "ledgers",
+        "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
+        "dbStorage_writeCacheMaxSizeMb": 32,
+        "dbStorage_readAheadCacheMaxSizeMb": 16,
+        "dbStorage_rocksDB_blockCacheSize": 16 * 1024 * 1024,
+        "journalSyncData": "false",
+        "httpServerEnabled": "false",
+        # A nearly full development disk should not turn the only bookie read-only.
+        "diskUsageThreshold": 0.99,
+        "diskUsageWarnThreshold": 0.98,
+    }
+
+
+def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) -> dict[str, object]:
+    return {
+        "clusterName": settings.cluster_name,
+        "metadataStoreUrl": metadata_url,
+        "configurationMetadataStoreUrl": metadata_url,
+        "bindAddress": HOST,
+        "advertisedAddress": HOST,
+        "webServicePort": settings.web_port(index),
+        "brokerServicePort": settings.broker_port(index),
+        # The settings every cluster of this project shares with docker-compose.yml's brokers.
+        **SHARED_BROKER_SETTINGS,
+        **(_token_auth_conf(settings) if settings.auth == "token" else {}),
+    }
+
+
+def _token_auth_conf(settings: LocalClusterSettings) -> dict[str, object]:
+    """Pulsar's JWT authentication (HS256 secret key) and authorization, with the brokers talking to each
+    other as the superuser. Secrets are referenced as files, so they appear in no process argument."""
+    return {
+        "authenticationEnabled": "true",
+        "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": f"file://{settings.secret_key_file}",
+        "authorizationEnabled": "true",
+        "superUserRoles": SUPERUSER_ROLE,
+        "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "brokerClientAuthenticationParameters": f"file://{settings.token_file}",
+    }
+
+
+def _write_token_files(settings: LocalClusterSettings) -> None:
+    """A fresh HS256 secret key (raw bytes, as `pulsar tokens create-secret-key` writes it) and the
+    superuser's token signed with it (a JWT whose subject is the role), both readable by the owner only."""
+    key = secrets.token_bytes(32)
+    header = _base64url(json.dumps({"alg": "HS256"}, separators=(",", ":")).encode())
+    payload = _base64url(json.dumps({"sub": SUPERUSER_ROLE}, separators=(",", ":")).encode())
+    signature = _base64url(hmac.new(key, f"{header}.{payload}".encode(), hashlib.sha256).digest())
+    settings.token_file.parent.mkdir(parents=True, exist_ok=True)
+    for path, content in (
+        (settings.secret_key_file, key),
+        (settings.token_file, f"{header}.{payload}.{signature}".encode()),
+    ):
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+
+
+def _base64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def admin_headers(state: Mapping[str, Any]) -> dict[str, str]:
+    """The Authorization header for a cluster description (`start`/`status`), empty without auth."""
+    token_file = state.get("tokenFile")
+    return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"} if token_file else {}
+
+
+def _write_conf(path: Path, values: Mapping[str, object]) -> Path:
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return path
+
+
+@functools.cache
+def _java() -> str:
+    """The `java` executable (JAVA_HOME first), checked to be 17 or newer as Pulsar 4 requires."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    hint = "set JAVA_HOME or run scripts/install_system_deps.sh"
+    if not java or not Path(java).exists():
+        raise LocalClusterError(f"Java 17+ is needed to run Pulsar; {hint}")
+    version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
+    match = re.search(r'version "(\d+)', version)
+    if match is None or int(match.group(1)) < 17:
+        raise LocalClusterError(f"Pulsar 4 needs Java 17+, {java} reports {version.splitlines()[:1]}; {hint}")
+    return java
+
+
+def _log_flags(settings: LocalClusterSettings, name: str) -> list[str]:
+    return [
+        f"-Dlog4j2.configurationFile={settings.conf_dir / 'log4j2.properties'}",
+        f"-Dpulsar.log.dir={settings.log_dir}",
+        f"-Dpulsar.log.file={name}.log",
+    ]
+
+
+def _marker(settings: LocalClusterSettings, name: str) -> str:
+    """A system property that ties a PID to this cluster, so a recycled PID is never signalled."""
+    return f"-Dpulsar-rebalance.process={name}@{settings.cluster_dir}"
+
+
+def _launch(
+    settings: LocalClusterSettings, lib_dir: Path, name: str, mem: list[str], main: list[str]
+) -> dict[str, Any]:
+    workdir = settings.data_dir / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    marker = _marker(settings, name)
+    command = [_java(), marker, *_JVM_FLAGS, *mem, *_log_flags(settings, name), "-cp", str(lib_dir / "*"), *main]
+    with (settings.log_dir / f"{name}.out").open("ab") as out:
+        # A new session: the cluster outlives the CLI call or test session that started it.
+        process = subprocess.Popen(
+            command, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+    log.info("started %s (pid %d), log %s", name, process.pid, settings.log_dir / f"{name}.log")
+    return {"name": name, "pid": process.pid, "marker": marker, "log": str(settings.log_dir / f"{name}.log")}
+
+
+def _wait_for(check: Callable[[], bool], what: str, deadline: float, processes: list[dict[str, Any]]) -> None:
+    """Poll `check` until it holds; fail early, naming the log, when a process of the cluster died."""
+    while True:
+        for proc in processes:
+            if not _is_alive(proc["pid"], proc["marker"]):
+                raise LocalClusterError(
+                    f"{proc['name']} exited while waiting until {what}; see {proc['log']} "
+                    f"and {proc['log'].removesuffix('.log')}.out"
+                )
+        if check():
+            return
+        if time.monotonic() > deadline:
+            raise LocalClusterError(f"timed out waiting until {what}; logs in {Path(processes[0]['log']).parent}")
+        time.sleep(_POLL_SECONDS)
+
+
+def _port_open(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+        return True
+    return False
+
+
+def _zookeeper_ok(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1) as sock:
+        sock.sendall(b"ruok")
+        return sock.recv(4) == b"imok"
+    return False
+
+
+def _brokers_ready(state: Mapping[str, Any]) -> bool:
+    """Every broker lists all brokers of the cluster, serves its load report, and a leader exists."""
+    expected = {broker["id"] for broker in state["brokers"]}
+    cluster = state["cluster"]
+    headers = admin_headers(state)
+    try:
+        for broker in state["brokers"]:
+            url = broker["adminUrl"]
+            listed = requests.get(f"{url}/admin/v2/brokers/{cluster}", headers=headers, timeout=5)
+            if listed.status_code != 200 or set(listed.json()) != expected:
+                return False
+            if requests.get(f"{url}/admin/v2/broker-stats/load-report", headers=headers, timeout=5).status_code != 200:
+                return False
+        first = state["brokers"][0]["adminUrl"]
+        if requests.get(f"{first}/admin/v2/brokers/leaderBroker", headers=headers, timeout=5).status_code != 200:
+            return False
+        return cluster in requests.get(f"{first}/admin/v2/clusters", headers=headers, timeout=5).json()
+    except (requests.RequestException, ValueError):
+        return False
+
+
+def _check_ports_free(settings: LocalClusterSettings, brokers: int) -> None:
+    wanted = {
+        settings.zookeeper_port: ENV_ZK_PORT,
+        settings.bookie_port: ENV_BOOKIE_PORT,
+        **{settings.web_port(i): ENV_WEB_PORT for i in range(brokers)},
+        **{settings.broker_port(i): ENV_BROKER_PORT for i in range(brokers)},
+    }
+    for port, variable in sorted(wanted.items()):
+        if _port_open(port):
+            raise LocalClusterError(f"port {HOST}:{port} is already in use; choose other ports with {variable}")
+
+
+# --------------------------------------------------------------------------------------------
+# State and stopping
+# --------------------------------------------------------------------------------------------
+
+
+def _read_state(settings: LocalClusterSettings) -> dict[str, Any] | None:
+    try:
+        return json.loads(settings.state_file.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def _write_state(settings: LocalClusterSettings, state: Mapping[str, Any]) -> None:
+    temporary = settings.state_file.with_suffix(".tmp")
+    temporary.write_text(json.dumps(state, indent=2))
+    temporary.replace(settings.state_file)
+
+
+def _stop_processes(settings: LocalClusterSettings) -> None:
+    state = _read_state(settings)
+    if state is None:
+        return
+    processes = state["processes"]
+    groups = [
+        [p for p in processes if p["name"].startswith("broker-")],
+        [p for p in processes if p["name"] == "bookie"],
+        [p for p in processes if p["name"] == "zookeeper"],
+    ]
+    for group in groups:
+        _terminate(group)
+    settings.state_file.unlink(missing_ok=True)
+
+
+def _terminate(processes: list[dict[str, Any]]) -> None:
+    """SIGTERM (Pulsar's shutdown hooks release bundles and ledgers), SIGKILL whatever outlives the timeout."""
+    alive = [p for p in processes if _is_alive(p["pid"], p["marker"])]
+    for proc in alive:
+        _signal(proc["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_TIMEOUT_SECONDS
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in alive if _is_alive(p["pid"], p["marker"])]
+    for proc in alive:
+        log.warning(
+            "%s (pid %d) ignored SIGTERM for %.0f s; killing it", proc["name"], proc["pid"], _STOP_TIMEOUT_SECONDS
+        )
+        _signal(proc["pid"], signal.SIGKILL)
+    while any(_is_alive(p["pid"], p["marker"]) for p in alive):
+        time.sleep(0.1)
+
+
+def _signal(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
+
+
+def _is_alive(pid: int, marker: str) -> bool:
+    """True when `pid` runs and is the recorded JVM (its command line carries the marker)."""
+    with contextlib.suppress(ChildProcessError):
+        # Reap it if it is our own exited child, otherwise it would linger as a zombie.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    if not Path("/proc/self").exists():  # not Linux: fall back to "some process has this PID"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    if stat.rpartition(")")[2].split()[0] == "Z":
+        return False
+    # Popen returns while the kernel may still be setting up the new program, when cmdline reads empty;
+    # a process caught in that window is the one just launched, not a stranger that reused the PID.
+    return not cmdline or marker in cmdline.decode(errors="replace").split("\0")
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock across processes, so parallel test sessions or CLI calls do not race."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -1,0 +1,772 @@
+"""Executing an approved plan: exactly the approved actions, each taking effect once, under kills,
+lost answers and concurrent runs.
+
+How each promise is kept:
+- **One executor per plan.** A run first claims the plan: a conditional UPDATE that succeeds only when
+  nobody holds an unexpired lease (the row count decides, on SQLite and PostgreSQL alike). A second run
+  sends nothing and says who holds the plan and since when. The holder renews its lease before every
+  request, in the same transaction that records the attempt, so a run that lost its claim (paused past
+  its lease and taken over) cannot send. A crashed run's lease expires and the plan can be resumed.
+- **Intent before the request.** An attempt is committed as `sending` before its request leaves, `sent`
+  once the broker accepted it, and `unknown` when the answer was lost (timeout after sending, reset,
+  5xx, proxy error). Whatever a later run finds in doubt (`sending`, `sent`, `unknown`) is reconciled with
+  the cluster first: after the settle time it looks up the bundle's owner (unload) or the namespace's
+  boundaries (split), records what it saw, and sends again only when the cluster shows the request did
+  not take effect.
+- **Exactly what was approved, while it is fresh.** The approval's hash is recomputed from the action
+  rows that run (the columns the calls are made from, in order). A plan starts only within its TTL;
+  a started execution may continue or be resumed for `resume_window` more, and nothing is sent after that.
+- **Re-checked against the live cluster.** Before each action: the bundle exists and is owned by the
+  planned source, the destination is an active broker. Calls are paced, at most `max_actions` per run,
+  and the run stops after `max_failures` failed actions. An action whose destination is down is
+  deferred: the plan ends partial and a rerun performs it.
+Every attempt, reconciliation and decision is written to the audit log.
+"""
+
+from __future__ import annotations
+
+import getpass
+import itertools
+import logging
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.errors import InputError, NotFoundError
+from planner.failpoints import failpoint
+from planner.lifecycle import (
+    DONE_ATTEMPT_STATUSES,
+    EXECUTABLE_PLAN_STATUSES,
+    IN_DOUBT_ATTEMPT_STATUSES,
+    AttemptStatus,
+    PlanStatus,
+    advance,
+)
+from planner.plan.bundles.bundle_range import BundleName
+from planner.plan.document import actions_hash
+from planner.store.database import Store
+from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
+
+logger = logging.getLogger(__name__)
+
+# The step boundaries of an execution, in order; a kill test stops the process at each in turn.
+EXECUTOR_POINTS = (
+    "executor.claimed",
+    "executor.attempt-recorded",
+    "executor.answered",
+    "executor.sent-recorded",
+    "executor.verifying",
+    "executor.action-finished",
+    "executor.finishing",
+)
+
+NOT_RUN = "not-run"  # report only: the action was not reached in this run
+# Outcomes that leave the bundle unloaded: later plans skip it for the grace period.
+UNLOADED = frozenset({AttemptStatus.SUCCEEDED, AttemptStatus.PLACED_ELSEWHERE, AttemptStatus.RECONCILED_APPLIED})
+# Outcomes that count towards `max_failures`.
+FAILURES = frozenset(
+    {AttemptStatus.FAILED.value, AttemptStatus.UNKNOWN.value, AttemptStatus.RECONCILED_NOT_APPLIED.value}
+)
+
+
+class PlanClaimedError(InputError):
+    """Another run holds the plan's execution claim; this run sent nothing."""
+
+
+class ClaimLostError(RuntimeError):
+    """The lease ran out and another run claimed the plan: stop at once, sending nothing more."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    ttl: timedelta = timedelta(hours=6)
+    # A started execution may continue or be resumed this long past the TTL; nothing is sent after that.
+    resume_window: timedelta = timedelta(hours=1)
+    actions_per_minute: float = 30.0
+    max_actions: int = 100
+    max_failures: int = 3
+    attempts_per_action: int = 2
+    verify_timeout_seconds: float = 60.0
+    verify_interval_seconds: float = 1.0
+    # How long after an unanswered request the cluster is asked whether it took effect.
+    settle_seconds: float = 30.0
+    # Renewed before every request; must outlast the longest step (a request, a verification).
+    lease: timedelta = timedelta(minutes=5)
+    # The admin client's read timeout for this run (seconds); the connect timeout stays the client's.
+    request_timeout_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        checks = {
+            "ttl": self.ttl > timedelta(0),
+            "resume_window": self.resume_window >= timedelta(0),
+            "actions_per_minute": self.actions_per_minute >= 0,
+            "max_actions": self.max_actions >= 1,
+            "max_failures": self.max_failures >= 1,
+            "attempts_per_action": self.attempts_per_action >= 1,
+            "verify_timeout_seconds": self.verify_timeout_seconds >= 0,
+            "verify_interval_seconds": self.verify_interval_seconds > 0,
+            "settle_seconds": self.settle_seconds >= 0,
+            "request_timeout_seconds": self.request_timeout_seconds > 0,
+        }
+        for name, holds in checks.items():
+            if not holds:
+                raise InputError(f"executor settings: {name} is out of range ({getattr(self, name)})")
+        step = timedelta(seconds=self.request_timeout_seconds + self.verify_timeout_seconds + self.settle_seconds)
+        if self.lease <= step:
+            raise InputError(
+                f"executor settings: lease ({self.lease}) must outlast one step: request timeout + verify timeout "
+                f"+ settle time ({step})"
+            )
+
+
+@dataclass(slots=True)
+class ActionResult:
+    sequence: int
+    status: str  # an AttemptStatus value, or NOT_RUN
+    reason: str = ""
+    reconciled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sequence": self.sequence, "status": self.status, "reason": self.reason, "reconciled": self.reconciled}
+
+
+@dataclass(slots=True)
+class ExecutionReport:
+    plan_id: int
+    status: str
+    claimed_by: str = ""
+    actions: dict[int, ActionResult] = field(default_factory=dict)
+
+    @property
+    def results(self) -> dict[int, str]:
+        return {sequence: result.status for sequence, result in self.actions.items()}
+
+    @property
+    def reasons(self) -> dict[int, str]:
+        return {sequence: result.reason for sequence, result in self.actions.items() if result.reason}
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for result in self.actions.values():
+            counts[result.status] = counts.get(result.status, 0) + 1
+        return {
+            "plan": self.plan_id,
+            "status": self.status,
+            "claimedBy": self.claimed_by,
+            "counts": counts,
+            "reconciliations": sum(result.reconciled for result in self.actions.values()),
+            "actions": [self.actions[sequence].to_json() for sequence in sorted(self.actions)],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutableAction:
+    """One action row, as the executor runs it (only columns the approval hash covers)."""
+
+    id: int
+    sequence: int
+    kind: str
+    bundle: str
+    source: str
+    destination: str | None
+    split_algorithm: str | None
+    split_positions: tuple[int, ...] | None
+
+    @classmethod
+    def of(cls, row: PlanAction) -> ExecutableAction:
+        positions = tuple(row.split_positions) if row.split_positions is not None else None
+        return cls(
+            row.id, row.sequence, row.kind, row.bundle, row.source, row.destination, row.split_algorithm, positions
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "bundle": self.bundle,
+            "source": self.source,
+            "destination": self.destination,
+            "splitAlgorithm": self.split_algorithm,
+            "splitPositions": list(self.split_positions) if self.split_positions is not None else None,
+        }
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands datetimes back without their zone; the store writes UTC only."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def default_holder(actor: str) -> str:
+    """Who holds a claim, for the people reading a refusal: the actor, the host and the process."""
+    return f"{actor} ({getpass.getuser()}@{socket.gethostname()} pid {os.getpid()})"
+
+
+def _rows(session: Session, plan_id: int) -> list[ExecutableAction]:
+    rows = session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id).order_by(PlanAction.sequence))
+    return [ExecutableAction.of(row) for row in rows]
+
+
+def rows_hash(session: Session, plan_id: int) -> str:
+    """The approval hash of the plan's action rows as they are now (what would run)."""
+    rows = _rows(session, plan_id)
+    if [row.sequence for row in rows] != list(range(len(rows))):
+        return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
+    return actions_hash([row.to_json() for row in rows])
+
+
+# --- the claim ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    plan_id: int
+    token: str
+    holder: str
+
+
+def claim_plan(store: Store, plan_id: int, holder: str, lease: timedelta, now: datetime) -> Claim:
+    """Take the plan's execution claim, or raise PlanClaimedError naming who holds it and since when."""
+    token = secrets.token_hex(16)
+    with store.session() as session:
+        taken = session.execute(
+            update(Plan)
+            .where(Plan.id == plan_id, or_(Plan.claim_token.is_(None), Plan.lease_expires_at < now))
+            .values(claim_token=token, claimed_by=holder, claimed_at=now, lease_expires_at=now + lease)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if taken == 1:
+            plan = session.get(Plan, plan_id)
+            session.add(
+                audit_event(plan.cluster.name, holder, "plan.claimed", plan=plan_id, leaseSeconds=lease.total_seconds())
+            )
+            return Claim(plan_id, token, holder)
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        since = _aware(plan.claimed_at).isoformat() if plan.claimed_at else "?"
+        until = _aware(plan.lease_expires_at).isoformat() if plan.lease_expires_at else "?"
+        session.add(
+            audit_event(
+                plan.cluster.name, holder, "plan.claim-refused", plan=plan_id, heldBy=plan.claimed_by, since=since
+            )
+        )
+        message = (
+            f"plan {plan_id} is being executed by {plan.claimed_by} since {since} (lease until {until}); "
+            "this run sent nothing"
+        )
+    raise PlanClaimedError(message)
+
+
+def _renew(session: Session, claim: Claim, lease: timedelta, now: datetime) -> None:
+    """Extend the lease, inside the caller's transaction; fails when another run took the claim."""
+    renewed = session.execute(
+        update(Plan)
+        .where(Plan.id == claim.plan_id, Plan.claim_token == claim.token)
+        .values(lease_expires_at=now + lease)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if renewed != 1:
+        raise ClaimLostError(f"plan {claim.plan_id}: the execution claim was taken over by another run")
+
+
+def _release(session: Session, claim: Claim) -> None:
+    session.execute(
+        update(Plan)
+        .where(Plan.id == claim.plan_id, Plan.claim_token == claim.token)
+        .values(claim_token=None, lease_expires_at=None)
+        .execution_options(synchronize_session=False)
+    )
+
+
+# --- the live cluster -----------------------------------------------------------------------------
+
+
+class _Cluster:
+    """Live checks on the cluster, through the admin client (reads only)."""
+
+    def __init__(self, client: PulsarAdminClient, cluster: str) -> None:
+        self.client = client
+        self.cluster = cluster
+
+    def active_brokers(self) -> list[str]:
+        return self.client.active_brokers(self.cluster)
+
+    def owner(self, bundle: str, brokers: list[str] | None = None) -> str | None:
+        for broker in brokers if brokers is not None else self.active_brokers():
+            if bundle in self.client.owned_bundles(self.cluster, broker):
+                return broker
+        return None
+
+    def ranges(self, namespace: str) -> list[tuple[int, int]]:
+        return list(itertools.pairwise(self.client.bundle_boundaries(namespace)))
+
+    def bundle_exists(self, bundle: str) -> bool:
+        name = BundleName.parse(bundle)
+        return (name.range.lower, name.range.upper) in self.ranges(name.namespace)
+
+
+# --- the run --------------------------------------------------------------------------------------
+
+
+class _Run:
+    """One execution run of one plan, holding its claim."""
+
+    def __init__(
+        self,
+        store: Store,
+        live: _Cluster,
+        claim: Claim,
+        cluster: str,
+        settings: ExecutorSettings,
+        deadline: datetime,
+        actor: str,
+        now: Callable[[], datetime],
+        sleep: Callable[[float], None],
+    ) -> None:
+        self.store, self.live, self.claim, self.cluster = store, live, claim, cluster
+        self.settings, self.deadline, self.actor, self.now, self.sleep = settings, deadline, actor, now, sleep
+        self.renewed = time.monotonic()
+
+    # Every write renews the lease in the same transaction, so nothing is recorded (or sent) without the claim.
+    def _write(self, change: Callable[[Session], Any]) -> Any:
+        with self.store.session() as session:
+            _renew(session, self.claim, self.settings.lease, self.now())
+            result = change(session)
+        self.renewed = time.monotonic()
+        return result
+
+    def keep_lease(self) -> None:
+        """Renew the lease during long waits (a quarter of it at most between renewals)."""
+        if time.monotonic() - self.renewed > self.settings.lease.total_seconds() / 4:
+            self._write(lambda _session: None)
+
+    def _audit(self, session: Session, event: str, action: ExecutableAction, **details: Any) -> None:
+        session.add(
+            audit_event(
+                self.cluster,
+                self.actor,
+                event,
+                plan=self.claim.plan_id,
+                sequence=action.sequence,
+                kind=action.kind,
+                bundle=action.bundle,
+                source=action.source,
+                destination=action.destination,
+                **details,
+            )
+        )
+
+    def attempts(self, action: ExecutableAction) -> list[ActionExecution]:
+        with self.store.session() as session:
+            return list(
+                session.scalars(
+                    select(ActionExecution)
+                    .where(ActionExecution.action_id == action.id)
+                    .order_by(ActionExecution.attempt)
+                )
+            )
+
+    def new_attempt(self, action: ExecutableAction, status: AttemptStatus, reason: str = "") -> int:
+        """A new attempt row, committed (with `sending`, before its request leaves)."""
+        advance(None, status, f"plan {self.claim.plan_id} action {action.sequence}")
+
+        def change(session: Session) -> int:
+            number = 1 + len(
+                list(session.scalars(select(ActionExecution.id).where(ActionExecution.action_id == action.id)))
+            )
+            finished = None if status in IN_DOUBT_ATTEMPT_STATUSES else utc_now()
+            row = ActionExecution(
+                action_id=action.id, attempt=number, status=status.value, error=reason or None, finished_at=finished
+            )
+            session.add(row)
+            session.flush()
+            self._audit(session, f"action.{status.value}", action, attempt=number, reason=reason)
+            return row.id
+
+        return self._write(change)
+
+    def move(
+        self, action: ExecutableAction, attempt_id: int, status: AttemptStatus, reason: str = "", **seen: Any
+    ) -> None:
+        """Move an attempt along its lifecycle, with the reason and, for reconciliations, what was seen."""
+
+        def change(session: Session) -> None:
+            row = session.get(ActionExecution, attempt_id)
+            row.status = advance(row.status, status, f"plan {self.claim.plan_id} action {action.sequence}").value
+            row.error = reason or row.error
+            if status not in IN_DOUBT_ATTEMPT_STATUSES:
+                row.finished_at = utc_now()
+            self._audit(session, f"action.{status.value}", action, attempt=row.attempt, reason=reason, **seen)
+            if status in UNLOADED:
+                self._remember_unload(session, action)
+
+        self._write(change)
+
+    def _remember_unload(self, session: Session, action: ExecutableAction) -> None:
+        """Unloaded bundles are skipped by later plans for the grace period (as Pulsar's leader does)."""
+        if action.kind != "unload":
+            return
+        plan = session.get(Plan, self.claim.plan_id)
+        millis = int(self.now().timestamp() * 1000)
+        row = session.scalar(
+            select(RecentlyUnloaded).where(
+                RecentlyUnloaded.cluster_id == plan.cluster_id, RecentlyUnloaded.bundle == action.bundle
+            )
+        )
+        if row is None:
+            session.add(RecentlyUnloaded(cluster_id=plan.cluster_id, bundle=action.bundle, unloaded_at_millis=millis))
+        else:
+            row.unloaded_at_millis = millis
+
+    # --- one action -----------------------------------------------------------------------------
+
+    def settle(self, attempt: ActionExecution) -> None:
+        """Wait until the settle time after the unanswered request has passed, keeping the lease."""
+        remaining = (
+            _aware(attempt.started_at) + timedelta(seconds=self.settings.settle_seconds) - self.now()
+        ).total_seconds()
+        if remaining > 0:
+            self.sleep(remaining)
+        self.keep_lease()
+
+    def reconcile(self, action: ExecutableAction, attempt: ActionExecution) -> ActionResult | None:
+        """Settle an attempt in doubt by looking at the cluster. Returns the action's result when the
+        request took effect, None when the cluster shows it did not (a fresh attempt may then be sent)."""
+        status = AttemptStatus(attempt.status)
+        if status is AttemptStatus.SENDING:
+            reason = "the run that was sending this request stopped before recording an answer"
+            self.move(action, attempt.id, AttemptStatus.UNKNOWN, reason)
+            status = AttemptStatus.UNKNOWN
+        if status is AttemptStatus.SENT:
+            # The broker accepted it: only the verification was cut short.
+            result, reason = self.verify(action)
+            self.move(action, attempt.id, result, reason)
+            return ActionResult(action.sequence, result.value, reason, reconciled=True)
+        self.settle(attempt)
+        name = BundleName.parse(action.bundle)
+        if action.kind == "split":
+            ranges = self.live.ranges(name.namespace)
+            inside = sorted({low for low, _ in ranges if name.range.lower < low < name.range.upper})
+            if (name.range.lower, name.range.upper) not in ranges and inside:
+                reason = f"the cluster shows the split took effect: boundaries {[f'0x{b:08x}' for b in inside]}"
+                self.move(action, attempt.id, AttemptStatus.RECONCILED_APPLIED, reason, boundaries=inside)
+                return ActionResult(action.sequence, AttemptStatus.RECONCILED_APPLIED.value, reason, reconciled=True)
+            reason = "the cluster shows the split did not take effect: the bundle is unchanged"
+            self.move(action, attempt.id, AttemptStatus.RECONCILED_NOT_APPLIED, reason, exists=not inside)
+            return None
+        brokers = self.live.active_brokers()
+        owner = self.live.owner(action.bundle, brokers)
+        if owner == action.source or (owner is None and not self.live.bundle_exists(action.bundle)):
+            reason = (
+                f"the cluster shows the unload did not take effect: {action.bundle} is still on {owner}"
+                if owner
+                else f"{action.bundle} no longer exists; nothing to unload"
+            )
+            self.move(action, attempt.id, AttemptStatus.RECONCILED_NOT_APPLIED, reason, owner=owner)
+            return None
+        if owner is None or owner == action.destination:
+            where = f"now on {owner}" if owner else "unloaded, not owned yet: the next lookup assigns it"
+            reason = f"the cluster shows the unload took effect: {where}"
+            self.move(action, attempt.id, AttemptStatus.RECONCILED_APPLIED, reason, owner=owner)
+            return ActionResult(action.sequence, AttemptStatus.RECONCILED_APPLIED.value, reason, reconciled=True)
+        reason = f"the cluster shows the unload took effect, but Pulsar placed it on {owner}, not {action.destination}"
+        self.move(action, attempt.id, AttemptStatus.PLACED_ELSEWHERE, reason, owner=owner)
+        return ActionResult(action.sequence, AttemptStatus.PLACED_ELSEWHERE.value, reason, reconciled=True)
+
+    def precheck(self, action: ExecutableAction) -> tuple[AttemptStatus, str] | None:
+        """The action's preconditions on the live cluster: None when it may run, else the recorded outcome."""
+        if not self.live.bundle_exists(action.bundle):
+            return AttemptStatus.SKIPPED, "the bundle no longer exists (split or changed since the plan)"
+        if action.kind == "split":
+            return None
+        brokers = self.live.active_brokers()
+        owner = self.live.owner(action.bundle, brokers)
+        if owner != action.source:
+            return (
+                AttemptStatus.SKIPPED,
+                f"the bundle is owned by {owner or 'nobody'}, not the planned source {action.source}",
+            )
+        if action.destination not in brokers:
+            # Not done: a rerun once the destination is back performs it (the bundle is still on its source).
+            return AttemptStatus.DEFERRED, f"destination {action.destination} is not an active broker"
+        return None
+
+    def send(self, action: ExecutableAction) -> None:
+        name = BundleName.parse(action.bundle)
+        if action.kind == "split":
+            self.live.client.split_bundle(
+                name.namespace,
+                str(name.range),
+                algorithm=action.split_algorithm,
+                positions=action.split_positions,
+                unload=False,
+            )
+        else:
+            self.live.client.unload_bundle(name.namespace, str(name.range), action.destination)
+
+    def verify(self, action: ExecutableAction) -> tuple[AttemptStatus, str]:
+        """The outcome of a request the broker accepted."""
+        if action.kind == "split":
+            if self.live.bundle_exists(action.bundle):
+                return AttemptStatus.FAILED, "the split left the bundle in place (Pulsar found no valid split position)"
+            return AttemptStatus.SUCCEEDED, ""
+        deadline = time.monotonic() + self.settings.verify_timeout_seconds
+        while True:
+            failpoint("executor.verifying")
+            owner = self.live.owner(action.bundle)
+            if (owner is not None and owner != action.source) or time.monotonic() >= deadline:
+                break
+            self.sleep(self.settings.verify_interval_seconds)
+            self.keep_lease()
+        if owner == action.destination:
+            return AttemptStatus.SUCCEEDED, ""
+        if owner is None:
+            return (
+                AttemptStatus.SUCCEEDED,
+                "unloaded; not owned yet: the next client lookup assigns it to the destination",
+            )
+        if owner == action.source:
+            return AttemptStatus.PLACED_ELSEWHERE, "re-acquired by the source broker"
+        return AttemptStatus.PLACED_ELSEWHERE, f"Pulsar placed it on {owner}, not {action.destination}"
+
+    def attempt(self, action: ExecutableAction) -> tuple[ActionResult, bool]:
+        """One fresh attempt: re-check, record the intent, send, record the answer, verify. Returns the
+        result and whether another attempt may follow (only after a failure that proves nothing was done)."""
+        checked = self.precheck(action)
+        if checked is not None:
+            status, reason = checked
+            self.new_attempt(action, status, reason)
+            return ActionResult(action.sequence, status.value, reason), False
+        if self.now() > self.deadline:
+            return ActionResult(action.sequence, NOT_RUN, "the plan expired"), False
+        attempt_id = self.new_attempt(action, AttemptStatus.SENDING)
+        failpoint("executor.attempt-recorded")
+        try:
+            self.send(action)
+        except AdminError as error:
+            failpoint("executor.answered")
+            if not error.may_have_applied:
+                self.move(action, attempt_id, AttemptStatus.FAILED, str(error))
+                return ActionResult(action.sequence, AttemptStatus.FAILED.value, str(error)), True
+            self.move(action, attempt_id, AttemptStatus.UNKNOWN, f"no answer that settles it: {error}")
+            [row] = [row for row in self.attempts(action) if row.id == attempt_id]
+            settled = self.reconcile(action, row)
+            if settled is not None:
+                return settled, False
+            return ActionResult(action.sequence, AttemptStatus.RECONCILED_NOT_APPLIED.value, str(error), True), True
+        failpoint("executor.answered")
+        self.move(action, attempt_id, AttemptStatus.SENT)
+        failpoint("executor.sent-recorded")
+        status, reason = self.verify(action)
+        self.move(action, attempt_id, status, reason)
+        return ActionResult(action.sequence, status.value, reason), status is AttemptStatus.FAILED
+
+    def run_action(self, action: ExecutableAction) -> ActionResult | None:
+        """The action's result in this run; None when it was already done (nothing to count or pace)."""
+        attempts = self.attempts(action)
+        done = next((a for a in attempts if a.status in DONE_ATTEMPT_STATUSES), None)
+        if done is not None:
+            return None
+        result = None
+        if attempts and attempts[-1].status in IN_DOUBT_ATTEMPT_STATUSES:
+            result = self.reconcile(action, attempts[-1])
+            if result is not None:
+                return result
+            if self.now() > self.deadline:
+                return ActionResult(action.sequence, NOT_RUN, "the plan expired", reconciled=True)
+        for _ in range(self.settings.attempts_per_action):
+            result, again = self.attempt(action)
+            if not again:
+                break
+        return result
+
+
+def _done_result(action: ExecutableAction, attempts: list[ActionExecution]) -> ActionResult:
+    done = next(a for a in attempts if a.status in DONE_ATTEMPT_STATUSES)
+    return ActionResult(action.sequence, done.status, done.error or "")
+
+
+def execute_plan(
+    store: Store,
+    client: PulsarAdminClient,
+    plan_id: int,
+    settings: ExecutorSettings = ExecutorSettings(),
+    *,
+    actor: str = "executor",
+    holder: str | None = None,
+    claim_wait: float = 0.0,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> ExecutionReport:
+    """Execute an approved plan (or resume one a stopped run left), holding its claim throughout.
+
+    `claim_wait`: seconds to wait for a claim another run holds (a retried task after a crash waits for
+    the dead run's lease to expire); without it, a claimed plan is refused at once.
+    """
+    holder = holder or default_holder(actor)
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        cluster = plan.cluster.name
+        approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
+        if approval is None or approval.decision != PlanStatus.APPROVED.value:
+            raise InputError(f"plan {plan_id} is not approved")
+        if PlanStatus(plan.status) not in EXECUTABLE_PLAN_STATUSES:
+            raise InputError(f"plan {plan_id} is {plan.status}; only an approved or partly executed plan can run")
+
+    give_up = time.monotonic() + claim_wait
+    while True:
+        try:
+            claim = claim_plan(store, plan_id, holder, settings.lease, now())
+            break
+        except PlanClaimedError:
+            if time.monotonic() >= give_up:
+                raise
+            sleep(min(5.0, max(give_up - time.monotonic(), 0.1)))
+    failpoint("executor.claimed")
+    report = ExecutionReport(plan_id, PlanStatus.EXECUTING.value, claimed_by=holder)
+    try:
+        with store.session() as session:
+            plan = session.get(Plan, plan_id)
+            created = _aware(plan.created_at)
+            started = plan.execution_started_at
+            # The rows read here are the rows that run: the approval must be for exactly these.
+            actions = _rows(session, plan_id)
+            matches = rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
+            if not matches:
+                session.add(audit_event(cluster, actor, "plan.hash-mismatch", plan=plan_id, approver=approval.approver))
+        if not matches:
+            raise InputError(f"plan {plan_id}: the stored actions differ from the approved ones; refusing to run")
+        # A new execution must start within the TTL; a started one may run, or be resumed, for the window more.
+        deadline = created + settings.ttl + settings.resume_window
+        expired = now() > (created + settings.ttl if started is None else deadline)
+        run = _Run(store, _Cluster(client, cluster), claim, cluster, settings, deadline, actor, now, sleep)
+        if expired:
+            return _expire(run, report, actions, created, settings)
+
+        def begin(session: Session) -> None:
+            plan = session.get(Plan, plan_id)
+            if plan.status != PlanStatus.EXECUTING.value:
+                plan.status = advance(plan.status, PlanStatus.EXECUTING, f"plan {plan_id}").value
+            plan.execution_started_at = plan.execution_started_at or now()
+            session.add(
+                audit_event(
+                    cluster,
+                    actor,
+                    "plan.execution-started",
+                    plan=plan_id,
+                    approver=approval.approver,
+                    resumed=started is not None,
+                    claimedBy=holder,
+                )
+            )
+
+        run._write(begin)
+        failures = performed = 0
+        pause = 60.0 / settings.actions_per_minute if settings.actions_per_minute > 0 else 0.0
+        for action in actions:
+            attempts = run.attempts(action)
+            if any(a.status in DONE_ATTEMPT_STATUSES for a in attempts):
+                report.actions[action.sequence] = _done_result(action, attempts)
+                continue
+            in_doubt = bool(attempts) and attempts[-1].status in IN_DOUBT_ATTEMPT_STATUSES
+            # What is in doubt is always settled, whatever the limits: that sends nothing unless it must.
+            if not in_doubt and (failures >= settings.max_failures or performed >= settings.max_actions):
+                reason = "stopped: too many failures" if failures else "max actions per run reached"
+                report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, reason)
+                continue
+            try:
+                result = run.run_action(action)
+            except AdminError as error:
+                # The cluster could not be read: what is in doubt stays in doubt for the next run.
+                result = ActionResult(action.sequence, AttemptStatus.FAILED.value, f"cannot check the cluster: {error}")
+            report.actions[action.sequence] = result or _done_result(action, run.attempts(action))
+            failpoint("executor.action-finished")
+            performed += 1
+            if report.actions[action.sequence].status in FAILURES:
+                failures += 1
+            if pause and action is not actions[-1]:
+                sleep(pause)
+        return _finish(run, report, deadline)
+    finally:
+        with store.session() as session:
+            _release(session, claim)
+
+
+def _finish(run: _Run, report: ExecutionReport, deadline: datetime) -> ExecutionReport:
+    failpoint("executor.finishing")
+    statuses = [result.status for result in report.actions.values()]
+    if (
+        statuses
+        and all(status in DONE_ATTEMPT_STATUSES for status in statuses)
+        and not all(status == AttemptStatus.SKIPPED.value for status in statuses)
+    ):
+        final = PlanStatus.EXECUTED
+    elif run.now() > deadline and any(status == NOT_RUN for status in statuses):
+        final = PlanStatus.EXPIRED
+    else:
+        final = PlanStatus.PARTIAL
+    report.status = final.value
+
+    def finish(session: Session) -> None:
+        plan = session.get(Plan, run.claim.plan_id)
+        plan.status = advance(plan.status, final, f"plan {plan.id}").value
+        session.add(
+            audit_event(
+                run.cluster,
+                run.actor,
+                "plan.execution-finished",
+                plan=plan.id,
+                status=final.value,
+                results=report.to_json(),
+            )
+        )
+
+    run._write(finish)
+    return report
+
+
+def _expire(
+    run: _Run, report: ExecutionReport, actions: list[ExecutableAction], created: datetime, settings: ExecutorSettings
+) -> ExecutionReport:
+    """Past the TTL (and the resume window): send nothing, but settle what is in doubt so the record is true."""
+    for action in actions:
+        attempts = run.attempts(action)
+        if any(a.status in DONE_ATTEMPT_STATUSES for a in attempts):
+            report.actions[action.sequence] = _done_result(action, attempts)
+        elif attempts and attempts[-1].status in IN_DOUBT_ATTEMPT_STATUSES:
+            settled = run.reconcile(action, attempts[-1])
+            report.actions[action.sequence] = settled or ActionResult(
+                action.sequence, NOT_RUN, "the plan expired", reconciled=True
+            )
+        else:
+            report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, "the plan expired")
+    report.status = PlanStatus.EXPIRED.value
+
+    def expire(session: Session) -> None:
+        plan = session.get(Plan, run.claim.plan_id)
+        plan.status = advance(plan.status, PlanStatus.EXPIRED, f"plan {plan.id}").value
+        session.add(
+            audit_event(
+                run.cluster,
+                run.actor,
+                "plan.expired",
+                plan=plan.id,
+                ttlSeconds=settings.ttl.total_seconds(),
+                resumeWindowSeconds=settings.resume_window.total_seconds(),
+                createdAt=created.isoformat(),
+            )
+        )
+
+    run._write(expire)
+    return report

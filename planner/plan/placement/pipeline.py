@@ -1,0 +1,86 @@
+"""Where an unloaded bundle goes: `ModularLoadManagerImpl.selectBroker` (spec §1.6), for the shedders
+that do not plan destinations themselves (Uniform, Threshold, Overload).
+
+Candidates are all brokers; those over `loadBalancerBrokerMaxTopics` drop out (unless all would);
+with `loadBalancerDistributeBundlesEvenlyEnabled` only the brokers owning the fewest bundles of the
+namespace stay; excluded namespaces go round robin; otherwise the configured placement strategy
+picks, and a pick over the overload threshold is re-done once over all brokers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from planner.config import PulsarConfig
+from planner.model import BundleData, LoadData, default_bundle_data
+from planner.plan.broker_score import overload_usage
+from planner.plan.bundles.bundle_range import namespace_of
+from planner.plan.load_manager_shared import (
+    bundles_per_broker_in_namespace,
+    remove_most_servicing_brokers_for_namespace,
+)
+from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
+from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
+from planner.plan.placement.round_robin_broker_selector import RoundRobinState
+from planner.plan.placement.round_robin_broker_selector import select_broker as round_robin
+from planner.plan.shedding import avg_shedder
+from planner.plan.shedding.avg_shedder import AvgShedderPlacementState
+
+
+@dataclass
+class PlacementSession:
+    """Placement state across the moves of one plan: strategy memories and bundles already assigned."""
+
+    rng: random.Random
+    preallocated: dict[str, list[tuple[str, BundleData]]] = field(default_factory=dict)
+    lruww: LeastResourceUsageWithWeightState = field(default_factory=LeastResourceUsageWithWeightState)
+    round_robin: RoundRobinState = field(default_factory=RoundRobinState)
+    avg_shedder: AvgShedderPlacementState = field(default_factory=AvgShedderPlacementState)
+
+    def record(self, broker: str, bundle: str, data: BundleData) -> None:
+        self.preallocated.setdefault(broker, []).append((bundle, data))
+
+
+def _topics(load_data: LoadData, session: PlacementSession, broker: str) -> int:
+    pending = sum(data.topics for _, data in session.preallocated.get(broker, []))
+    return load_data.brokers[broker].num_topics + pending
+
+
+def _strategy_pick(
+    candidates: Sequence[str], bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession
+) -> str | None:
+    strategy = config.placement_strategy.rsplit(".", 1)[-1]
+    if strategy == least_resource_usage_with_weight.NAME:
+        chosen, session.lruww = least_resource_usage_with_weight.select_broker(
+            candidates, load_data, config, session.lruww, session.rng
+        )
+        return chosen
+    if strategy == avg_shedder.NAME:
+        chosen, session.avg_shedder = avg_shedder.select_broker(candidates, bundle, session.avg_shedder, session.rng)
+        return chosen
+    preallocated = {broker: [data for _, data in items] for broker, items in session.preallocated.items()}
+    return least_long_term_message_rate.select_broker(candidates, load_data, config, session.rng, preallocated)
+
+
+def select_broker(bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession) -> str | None:
+    """The broker Pulsar's placement would choose for `bundle`, recorded as preallocated."""
+    all_brokers = sorted(load_data.brokers)
+    namespace = namespace_of(bundle)
+    candidates = [b for b in all_brokers if _topics(load_data, session, b) <= config.broker_max_topics] or all_brokers
+    if config.distribute_bundles_evenly_enabled or namespace == "pulsar/system":
+        owned: Mapping[str, int] = bundles_per_broker_in_namespace(load_data, namespace)
+        for broker, items in session.preallocated.items():
+            extra = sum(1 for name, _ in items if namespace_of(name) == namespace)
+            owned = {**owned, broker: owned.get(broker, 0) + extra}
+        candidates = remove_most_servicing_brokers_for_namespace(candidates, owned) or all_brokers
+    if namespace in config.shedding_excluded_namespaces:
+        chosen, session.round_robin = round_robin(candidates, session.round_robin)
+    else:
+        chosen = _strategy_pick(candidates, bundle, load_data, config, session)
+        if chosen is not None and overload_usage(load_data.brokers[chosen], config) > config.overload_threshold:
+            chosen = _strategy_pick(all_brokers, bundle, load_data, config, session) or chosen
+    if chosen is not None:
+        session.record(chosen, bundle, load_data.bundle_data.get(bundle, default_bundle_data()))
+    return chosen

@@ -1,0 +1,227 @@
+"""A cluster's plan from its LoadData: the strategy's unloads (with destinations), split candidates,
+the predicted load before and after, and the strategy's next state. Pure: the Spark job, the CLI and
+the simulator all call `make_plan`, so they always agree. Usage models fitted from the brokers'
+history (`planner.plan.usage_model`) make the predictions per broker; without them the forecast uses the
+snapshot's average costs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.config import PulsarConfig
+from planner.model import LoadData
+from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
+from planner.plan.bundles.bundle_range import BundleName
+from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.plan.bundles.split import can_split
+from planner.plan.document import PlanDocument, actions_hash
+from planner.plan.forecast import BrokerForecast, Move, forecast
+from planner.plan.load_manager_shared import remove_expired_recently_unloaded
+from planner.plan.placement.pipeline import PlacementSession, select_broker
+from planner.plan.shedding.avg_shedder import AvgShedderOutcome
+from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
+from planner.plan.shedding.registry import shedding_strategy
+from planner.plan.usage_model import UsageModels
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedAction:
+    kind: str  # "unload" or "split"
+    bundle: str
+    source: str
+    destination: str | None
+    msg_rate: float
+    throughput: float
+    reason: str
+    split_algorithm: str | None = None
+    split_positions: tuple[int, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "kind": self.kind,
+            "bundle": self.bundle,
+            "source": self.source,
+            "destination": self.destination,
+            "msgRate": self.msg_rate,
+            "throughput": self.throughput,
+            "reason": self.reason,
+        }
+        if self.kind == "split":
+            document["splitAlgorithm"] = self.split_algorithm
+            document["splitPositions"] = list(self.split_positions) if self.split_positions is not None else None
+        return document
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    cluster: str
+    strategy: str
+    actions: tuple[PlannedAction, ...]
+    brokers: tuple[BrokerForecast, ...]
+    state_before: dict[str, Any]
+    state_after: dict[str, Any]
+    pairs: tuple[dict[str, Any], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+    usage_models: UsageModels | None = None
+    predicted_moves: tuple[PredictedMove, ...] = ()
+
+    @property
+    def actions_hash(self) -> str:
+        return actions_hash([action.to_json() for action in self.actions])
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_document().to_json()
+
+    def to_document(self) -> PlanDocument:
+        return PlanDocument.model_validate(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "strategy": self.strategy,
+            "actions": [action.to_json() for action in self.actions],
+            "actionsHash": self.actions_hash,
+            "brokers": [broker.to_json() for broker in self.brokers],
+            "stateBefore": self.state_before,
+            "stateAfter": self.state_after,
+            "pairs": list(self.pairs),
+            "notes": list(self.notes),
+            "usageModels": self.usage_models.to_json() if self.usage_models is not None else None,
+            "predictedMoves": [
+                {
+                    "bundle": move.bundle,
+                    "source": move.source,
+                    "destination": move.destination,
+                    "sourceBefore": move.source_before,
+                    "sourceAfter": move.source_after,
+                    "destinationBefore": move.destination_before,
+                    "destinationAfter": move.destination_after,
+                }
+                for move in self.predicted_moves
+            ],
+        }
+
+
+def _split_actions(
+    load_data: LoadData,
+    config: PulsarConfig,
+    namespace_bundle_counts: Mapping[str, int] | None,
+    topics_by_bundle: Mapping[str, Sequence[str]],
+) -> list[PlannedAction]:
+    actions = []
+    owners = {bundle: broker for broker, report in load_data.brokers.items() for bundle in report.last_stats}
+    algorithm = config.default_namespace_bundle_split_algorithm
+    for bundle in find_bundles_to_split(load_data, config, namespace_bundle_counts):
+        name = BundleName.parse(bundle)
+        if not can_split(name.range):
+            continue
+        positions: list[int] | None = None
+        if algorithm == range_equally_divide.NAME:
+            positions = range_equally_divide.split_positions(name.range)
+        elif algorithm == topic_count_equally_divide.NAME and bundle in topics_by_bundle:
+            positions = topic_count_equally_divide.split_positions(name.range, topics_by_bundle[bundle])
+        long_term = load_data.bundle_data[bundle].long_term_data if bundle in load_data.bundle_data else None
+        actions.append(
+            PlannedAction(
+                kind="split",
+                bundle=bundle,
+                source=owners[bundle],
+                destination=None,
+                msg_rate=long_term.total_msg_rate if long_term else 0.0,
+                throughput=long_term.total_msg_throughput if long_term else 0.0,
+                reason="over the namespace bundle limits (BundleSplitterTask rules, long-term averages)",
+                split_algorithm=algorithm,
+                # None: Pulsar computes the positions itself (needs the topics it has loaded).
+                split_positions=tuple(positions) if positions is not None else None,
+            )
+        )
+    return actions
+
+
+def make_plan(
+    cluster: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    strategy_name: str,
+    state: Mapping[str, Any] | None,
+    *,
+    now_millis: int | None = None,
+    include_splits: bool = True,
+    namespace_bundle_counts: Mapping[str, int] | None = None,
+    topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
+    seed: int = 0,
+    usage_models: UsageModels | None = None,
+) -> PlanResult:
+    """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters)."""
+    strategy = shedding_strategy(strategy_name)
+    if now_millis is not None:
+        load_data = remove_expired_recently_unloaded(load_data, now_millis, config.shedding_grace_period_millis)
+    outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models)
+    predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
+    predicted = {(move.bundle, move.source): move for move in predicted_moves}
+    session = PlacementSession(random.Random(seed))
+    actions: list[PlannedAction] = []
+    notes = list(outcome.reasons)
+    for unload in outcome.unloads:
+        destination = unload.destination or select_broker(unload.bundle, load_data, config, session)
+        if destination is None or destination == unload.broker:
+            notes.append(f"{unload.bundle}: placement keeps it on {unload.broker}; Pulsar would skip this unload")
+            continue
+        short = load_data.bundle_data[unload.bundle].short_term_data
+        placement = config.placement_strategy.rsplit(".", 1)[-1]
+        reason = (
+            f"{strategy.name}: {unload.broker} is the overloaded side of a fired pair"
+            if unload.destination
+            else f"{strategy.name}: shed from {unload.broker}; destination chosen by {placement}"
+        )
+        move = predicted.get((unload.bundle, unload.broker))
+        if move is not None:
+            reason = (
+                f"{strategy.name}: predicted {move.source} {move.source_before:.1f} -> {move.source_after:.1f}, "
+                f"{move.destination} {move.destination_before:.1f} -> {move.destination_after:.1f}"
+            )
+        actions.append(
+            PlannedAction(
+                kind="unload",
+                bundle=unload.bundle,
+                source=unload.broker,
+                destination=destination,
+                msg_rate=short.total_msg_rate,
+                throughput=short.total_msg_throughput,
+                reason=reason,
+            )
+        )
+    if include_splits:
+        actions.extend(_split_actions(load_data, config, namespace_bundle_counts, topics_by_bundle or {}))
+    moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
+    pairs: tuple[dict[str, Any], ...] = ()
+    if isinstance(outcome, AvgShedderOutcome | PredictiveOutcome):
+        pairs = tuple(
+            {
+                "underloaded": pair.underloaded,
+                "overloaded": pair.overloaded,
+                "gap": pair.gap,
+                "lowHits": pair.low_hits,
+                "highHits": pair.high_hits,
+                "fired": pair.fired,
+                "mode": pair.mode,
+                "budget": pair.budget,
+            }
+            for pair in outcome.pairs
+        )
+    return PlanResult(
+        cluster=cluster,
+        strategy=strategy.name,
+        actions=tuple(actions),
+        brokers=tuple(forecast(load_data, config, moves, usage_models)),
+        state_before=strategy.dump_state(strategy.load_state(state)),
+        state_after=strategy.dump_state(outcome.state),
+        pairs=pairs,
+        notes=tuple(notes),
+        usage_models=usage_models,
+        predicted_moves=predicted_moves,
+    )

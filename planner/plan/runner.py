@@ -1,0 +1,161 @@
+"""One planning run for clusters, end to end: what the store knows → Spark job → commit.
+
+The DAG runs the job with spark-submit and calls `job_request` and `commit_job_output` around it;
+the CLI runs the job in-process with `run_plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
+from planner.collect.collector import read_archive, unpublished_snapshot_ids
+from planner.errors import InputError
+from planner.lifecycle import SnapshotStatus
+from planner.plan.document import JobResult, PlanDocument
+from planner.plan.shedding.registry import shedding_strategy
+from planner.store.database import Store
+from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    clusters: tuple[str, ...]
+    strategy: str
+    settings: Mapping[str, str]
+    averaging: str = "pulsar"
+    history: str = "7d"
+    include_splits: bool = True
+
+
+def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
+    with store.session() as session:
+        snapshot = session.scalar(
+            select(Snapshot)
+            .join(Cluster)
+            .where(Cluster.name == cluster, Snapshot.status == SnapshotStatus.PUBLISHED.value)
+            .order_by(Snapshot.id.desc())
+            .limit(1)
+        )
+        if snapshot is None:
+            raise InputError(f"cluster {cluster!r} has no snapshots yet: run `pulsar-rebalance collect` first")
+        session.expunge(snapshot)
+        return snapshot
+
+
+def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], dict[str, int]]:
+    """Per cluster: stored state, settings, recently unloaded bundles and namespace bundle counts; and the
+    state version each was read at."""
+    strategy = shedding_strategy(request.strategy).name
+    inputs: dict[str, Any] = {}
+    versions: dict[str, int] = {}
+    for cluster in request.clusters:
+        stored = read_state(store, cluster, strategy)
+        snapshot = _latest_snapshot(store, cluster)
+        archive = read_archive(Path(snapshot.archive_path))
+        with store.session() as session:
+            recent = {
+                row.bundle: row.unloaded_at_millis
+                for row in session.scalars(select(RecentlyUnloaded).join(Cluster).where(Cluster.name == cluster))
+            }
+        inputs[cluster] = {
+            "state": stored.state,
+            "settings": dict(request.settings),
+            "recentlyUnloadedBundles": recent,
+            "namespaceBundleCounts": {ns: len(b) - 1 for ns, b in archive.get("bundleBoundaries", {}).items()},
+            "includeSplits": request.include_splits,
+            # The job reads the samples files itself: it must skip every snapshot that is not published.
+            "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
+        }
+        versions[cluster] = stored.version
+    return inputs, versions
+
+
+def job_request(store: Store, request: PlanRequest, as_of: datetime | None = None) -> dict[str, Any]:
+    """The JSON document the Spark job takes (`--input`), with the state versions the commit checks."""
+    inputs, versions = cluster_inputs(store, request)
+    return {
+        "clusters": list(request.clusters),
+        "strategy": shedding_strategy(request.strategy).name,
+        "inputs": inputs,
+        "stateVersions": versions,
+        "averaging": request.averaging,
+        "history": request.history,
+        "asOf": (as_of or datetime.now(UTC)).isoformat(),
+    }
+
+
+def commit_job_output(
+    store: Store,
+    request_document: Mapping[str, Any],
+    results: Mapping[str, JobResult],
+    run_id: str | None = None,
+) -> dict[str, CommitResult]:
+    """Store each cluster's plan and new state.
+
+    The run key makes a retried commit of the same run a no-op: the orchestrator's run id, or else
+    the snapshot planned and the state version read (the same inputs are one run).
+    """
+    committed = {}
+    for cluster, result in results.items():
+        version = request_document["stateVersions"][cluster]
+        run = run_id or f"snapshot-{result.snapshot}.state-v{version}"
+        with store.session() as session:
+            admin_url = session.scalar(select(Cluster.admin_url).where(Cluster.name == cluster)) or ""
+        committed[cluster] = commit_plan_once(
+            store,
+            result.plan,
+            admin_url=admin_url,
+            run_key=f"{run}:{cluster}:{result.plan.strategy}",
+            expected_version=version,
+            snapshot_id=result.snapshot,
+        )
+    return committed
+
+
+def run_plan(
+    store: Store,
+    samples: Path,
+    request: PlanRequest,
+    *,
+    master: str = "local[*]",
+    run_id: str | None = None,
+    spark: SparkSession | None = None,
+) -> dict[str, tuple[CommitResult, PlanDocument]]:
+    """Run the Spark job in-process and commit; returns each cluster's commit result and plan.
+
+    A given Spark session is used and left running; otherwise one is started on `master` and stopped.
+    """
+    from spark_jobs.plan_job import Averaging, parse_duration, plan_clusters, spark_session
+
+    document = job_request(store, request)
+    own_session = spark is None
+    spark = spark or spark_session(master)
+    try:
+        results = plan_clusters(
+            spark,
+            samples,
+            list(request.clusters),
+            document["strategy"],
+            inputs=document["inputs"],
+            averaging=Averaging.parse(request.averaging),
+            history=parse_duration(request.history),
+            as_of=datetime.fromisoformat(document["asOf"]),
+        )
+    finally:
+        if own_session:
+            spark.stop()
+    missing = sorted(set(request.clusters) - set(results))
+    if missing:
+        raise InputError(f"no samples in the last {request.history} for {', '.join(missing)}")
+    committed = commit_job_output(store, document, results, run_id)
+    return {cluster: (committed[cluster], results[cluster].plan) for cluster in results}

@@ -1,0 +1,240 @@
+"""AvgShedder (PIP-364), shedding and placement, as `impl/AvgShedder.java` decides (spec §2).
+
+Each run: score brokers by weighted max usage (percent points), sort ascending, pair the i-th lowest
+with the i-th highest. A pair whose gap reaches the low threshold counts a "low hit" for both brokers,
+one that reaches the high threshold also a "high hit"; a smaller gap clears both brokers' counters.
+A pair fires when either broker has enough high or low hits: its counters reset and the overloaded
+broker sheds bundles worth `(max - min) * maxUnloadPercentage` of message rate (or, failing the
+minimum, of throughput) to the underloaded one.
+
+The hit counters are the strategy's state; they are passed in and returned, never kept here.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner.config import PulsarConfig
+from planner.errors import InputError
+from planner.model import LoadData
+from planner.plan.broker_score import broker_usage
+from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
+from planner.plan.shedding.outcome import SheddingOutcome, Unload
+
+NAME = "AvgShedder"
+JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
+
+
+@dataclass(frozen=True, slots=True)
+class AvgShedderState:
+    """Consecutive-run hit counters per broker (absent = 0)."""
+
+    high_hit_count: Mapping[str, int] = field(default_factory=dict)
+    low_hit_count: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": NAME,
+            "highHitCount": dict(sorted(self.high_hit_count.items())),
+            "lowHitCount": dict(sorted(self.low_hit_count.items())),
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> AvgShedderState:
+        return cls(
+            high_hit_count=_counters(document, "highHitCount"),
+            low_hit_count=_counters(document, "lowHitCount"),
+        )
+
+
+def _counters(document: Mapping[str, Any], key: str) -> dict[str, int]:
+    counters = document.get(key, {})
+    if not isinstance(counters, Mapping) or not all(
+        isinstance(broker, str) and isinstance(count, int) and not isinstance(count, bool) and count >= 0
+        for broker, count in counters.items()
+    ):
+        raise InputError(f"invalid AvgShedder state: {key} must map broker ids to non-negative integers")
+    return dict(counters)
+
+
+@dataclass(frozen=True, slots=True)
+class PairEvaluation:
+    """One pair of one run, for plan review: the gap, the counters after counting, and what happened."""
+
+    underloaded: str
+    overloaded: str
+    gap: float
+    low_hits: int
+    high_hits: int
+    fired: bool
+    mode: str | None = None  # "msgRate" or "throughput" when it fired and met a minimum
+    budget: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AvgShedderOutcome(SheddingOutcome[AvgShedderState]):
+    pairs: tuple[PairEvaluation, ...] = ()
+
+
+def broker_scores(load_data: LoadData, config: PulsarConfig) -> dict[str, float]:
+    """Weighted max usage in percent points (0..100+) per broker with a load report."""
+    return {broker_id: broker_usage(broker, config) * 100 for broker_id, broker in load_data.brokers.items()}
+
+
+def sort_brokers(scores: Mapping[str, float], config: PulsarConfig) -> list[str]:
+    """Brokers by ascending score; ties by broker id (Java keeps HashMap order, spec §2.2)."""
+    by_id = sorted(scores)
+    if config.pulsar_version.avg_shedder_truncating_comparator:
+        # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal".
+        def compare(first: str, second: str) -> int:
+            return int(scores[first] - scores[second])
+
+        return sorted(by_id, key=functools.cmp_to_key(compare))
+    return sorted(by_id, key=lambda broker: scores[broker])
+
+
+def find_bundles_for_unloading(
+    load_data: LoadData, config: PulsarConfig, state: AvgShedderState | None = None
+) -> AvgShedderOutcome:
+    state = state or AvgShedderState()
+    high = dict(state.high_hit_count)
+    low = dict(state.low_hit_count)
+    scores = broker_scores(load_data, config)
+    brokers = sort_brokers(scores, config)
+
+    pairs: list[tuple[str, str, float]] = []
+    i, j = 0, len(brokers) - 1
+    while i <= j:
+        underloaded, overloaded = brokers[i], brokers[j]
+        gap = scores[overloaded] - scores[underloaded]
+        if gap < config.avg_shedder_low_threshold:
+            for counters in (high, low):
+                counters.pop(overloaded, None)
+                counters.pop(underloaded, None)
+        else:
+            pairs.append((underloaded, overloaded, gap))
+            low[underloaded] = low.get(underloaded, 0) + 1
+            low[overloaded] = low.get(overloaded, 0) + 1
+            if gap < config.avg_shedder_high_threshold:
+                high.pop(overloaded, None)
+                high.pop(underloaded, None)
+            else:
+                high[underloaded] = high.get(underloaded, 0) + 1
+                high[overloaded] = high.get(overloaded, 0) + 1
+        i += 1
+        j -= 1
+
+    if not pairs:
+        return AvgShedderOutcome(
+            unloads=(), state=AvgShedderState(), reasons=("no broker pair reaches the low threshold",)
+        )
+
+    unloads: list[Unload] = []
+    evaluations: list[PairEvaluation] = []
+    reasons: list[str] = []
+    for underloaded, overloaded, gap in pairs:
+        low_hits = max(low.get(underloaded, 0), low.get(overloaded, 0))
+        high_hits = max(high.get(underloaded, 0), high.get(overloaded, 0))
+        fired = (
+            high.get(underloaded, 0) >= config.avg_shedder_hit_count_high_threshold
+            or high.get(overloaded, 0) >= config.avg_shedder_hit_count_high_threshold
+            or low.get(underloaded, 0) >= config.avg_shedder_hit_count_low_threshold
+            or low.get(overloaded, 0) >= config.avg_shedder_hit_count_low_threshold
+        )
+        if not fired:
+            evaluations.append(PairEvaluation(underloaded, overloaded, gap, low_hits, high_hits, fired=False))
+            continue
+        for counters in (high, low):
+            counters.pop(underloaded, None)
+            counters.pop(overloaded, None)
+        mode, budget, selected = _select_bundles(load_data, config, underloaded, overloaded)
+        evaluations.append(PairEvaluation(underloaded, overloaded, gap, low_hits, high_hits, True, mode, budget))
+        if mode is None:
+            reasons.append(
+                f"{overloaded}->{underloaded}: fired but the traffic gap is below minUnloadMessage(Throughput)"
+            )
+        unloads.extend(Unload(overloaded, bundle, underloaded) for bundle in selected)
+
+    return AvgShedderOutcome(
+        unloads=tuple(unloads),
+        state=AvgShedderState(high_hit_count=high, low_hit_count=low),
+        reasons=tuple(reasons),
+        pairs=tuple(evaluations),
+    )
+
+
+def _select_bundles(
+    load_data: LoadData, config: PulsarConfig, underloaded: str, overloaded: str
+) -> tuple[str | None, float, list[str]]:
+    """Greedy first-fit of the overloaded broker's bundles into the budget (spec §2.5)."""
+    low_broker = load_data.brokers[underloaded]
+    high_broker = load_data.brokers[overloaded]
+    msg_rate_needed = (high_broker.msg_rate - low_broker.msg_rate) * config.max_unload_percentage
+    throughput_needed = (high_broker.msg_throughput - low_broker.msg_throughput) * config.max_unload_percentage
+    if msg_rate_needed > config.min_unload_message:
+        mode, budget = "msgRate", msg_rate_needed
+        candidates = [
+            Candidate(bundle, data.short_term_data.total_msg_rate)
+            for bundle, data in sheddable_bundles(load_data, overloaded, config.pulsar_version)
+        ]
+    elif throughput_needed > config.min_unload_message_throughput:
+        mode, budget = "throughput", throughput_needed
+        candidates = [
+            Candidate(bundle, data.short_term_data.total_msg_throughput)
+            for bundle, data in sheddable_bundles(load_data, overloaded, config.pulsar_version)
+        ]
+    else:
+        return None, 0.0, []
+
+    remaining = budget
+    selected: list[str] = []
+    for candidate in ranked_by_traffic(candidates):
+        if 0 < candidate.traffic <= remaining:
+            selected.append(candidate.bundle)
+            remaining -= candidate.traffic
+    return mode, budget, selected
+
+
+# --- placement -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AvgShedderPlacementState:
+    """Remembered destination per bundle: planned by shedding, or drawn at random for fresh bundles."""
+
+    bundle_broker: Mapping[str, str] = field(default_factory=dict)
+
+
+def select_broker(
+    candidates: Sequence[str],
+    bundle: str,
+    state: AvgShedderPlacementState,
+    rng: random.Random,
+) -> tuple[str | None, AvgShedderPlacementState]:
+    """AvgShedder as placement strategy (spec §2.6): the remembered broker if still a candidate, else random.
+
+    Pulsar keys the memory by the BundleData value (a bug fixed in PR #26246); the planner keys it by
+    bundle name, which is what a shedding cycle's immediate lookup effectively sees.
+    """
+    if not candidates:
+        return None, state
+    remembered = state.bundle_broker.get(bundle)
+    if remembered is not None and remembered in candidates:
+        return remembered, state
+    ordered = sorted(candidates)
+    # Pulsar hashes a random int with CRC-32; the pick is uniform over the sorted candidates.
+    draw = zlib.crc32(str(rng.randint(-(2**31), 2**31 - 1)).encode())
+    chosen = ordered[draw % len(ordered)]
+    return chosen, AvgShedderPlacementState({**state.bundle_broker, bundle: chosen})
+
+
+def placement_state_after_shedding(outcome: SheddingOutcome[AvgShedderState]) -> AvgShedderPlacementState:
+    """The planned destinations of a shedding run, as the placement side would remember them."""
+    return AvgShedderPlacementState(
+        {unload.bundle: unload.destination for unload in outcome.unloads if unload.destination is not None}
+    )

@@ -1,0 +1,99 @@
+"""UniformLoadShedder, as `impl/UniformLoadShedder.java` decides (spec §3). Stateless.
+
+Find the brokers with the highest and lowest message rate and throughput. If the rate gap (percent of
+the minimum) or the throughput ratio is over its threshold, the busiest broker of that criterion
+(message rate first) sheds its biggest bundles up to `(max - min) * maxUnloadPercentage`. One source
+broker per run; the destination is left to the placement strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.config import PulsarConfig
+from planner.java_numbers import INT_MAX, java_int, wrap_int32
+from planner.model import LoadData
+from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
+from planner.plan.shedding.outcome import SheddingOutcome, Unload
+
+NAME = "UniformLoadShedder"
+JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
+
+_ZERO = 1e-6
+
+
+@dataclass(frozen=True, slots=True)
+class _Extremes:
+    max_rate: float
+    max_rate_broker: str | None
+    min_rate: float
+    max_throughput: float
+    max_throughput_broker: str | None
+    min_throughput: float
+
+
+def _extremes(load_data: LoadData) -> _Extremes:
+    """One pass with strict comparisons: the first broker seen wins a tie (brokers in id order)."""
+    max_rate, max_throughput = -1.0, -1.0
+    min_rate = min_throughput = float(INT_MAX)
+    max_rate_broker = max_throughput_broker = None
+    for broker_id in sorted(load_data.brokers):
+        broker = load_data.brokers[broker_id]
+        rate, throughput = broker.msg_rate, broker.msg_throughput
+        if rate > max_rate:
+            max_rate, max_rate_broker = rate, broker_id
+        if throughput > max_throughput:
+            max_throughput, max_throughput_broker = throughput, broker_id
+        min_rate = min(min_rate, rate)
+        min_throughput = min(min_throughput, throughput)
+    return _Extremes(max_rate, max_rate_broker, min_rate, max_throughput, max_throughput_broker, min_throughput)
+
+
+def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state: None = None) -> SheddingOutcome[None]:
+    found = _extremes(load_data)
+    min_rate = 1.0 if abs(found.min_rate) <= _ZERO else found.min_rate
+    min_throughput = 1.0 if abs(found.min_throughput) <= _ZERO else found.min_throughput
+
+    rate_difference_percent = (found.max_rate - min_rate) * 100 / min_rate
+    throughput_multiplier = found.max_throughput / min_throughput
+    rate_threshold = config.msg_rate_difference_shedder_threshold
+    multiplier_threshold = config.msg_throughput_multiplier_difference_shedder_threshold
+    rate_hit = rate_threshold > 0 and rate_difference_percent > rate_threshold
+    throughput_hit = multiplier_threshold > 0 and throughput_multiplier > multiplier_threshold
+    if not rate_hit and not throughput_hit:
+        return SheddingOutcome((), None, ("message rate and throughput spreads are within their thresholds",))
+
+    if rate_hit:
+        source, by_rate = found.max_rate_broker, True
+        budget = java_int((found.max_rate - min_rate) * config.max_unload_percentage)
+        minimum = config.min_unload_message
+    else:
+        source, by_rate = found.max_throughput_broker, False
+        budget = java_int((found.max_throughput - min_throughput) * config.max_unload_percentage)
+        minimum = config.min_unload_message_throughput
+    criterion = "msgRate" if by_rate else "throughput"
+    if source is None or len(load_data.brokers[source].bundles) <= 1:
+        return SheddingOutcome((), None, (f"{source}: {criterion} spread found but it has at most one bundle",))
+    if budget < minimum:
+        return SheddingOutcome((), None, (f"{source}: {criterion} to move ({budget}) is below the minimum {minimum}",))
+
+    candidates = [
+        Candidate(
+            bundle,
+            data.short_term_data.total_msg_rate if by_rate else data.short_term_data.total_msg_throughput,
+        )
+        for bundle, data in sheddable_bundles(load_data, source, config.pulsar_version)
+    ]
+    overshoot = int(config.pulsar_version.uniform_shedder_overshoot)
+    cap = config.max_unload_bundle_num_per_shedding
+    remaining = budget
+    selected: list[str] = []
+    for candidate in ranked_by_traffic(candidates):
+        if cap != -1 and len(selected) >= cap:
+            break
+        # No `> 0` test: idle bundles are taken whenever budget remains (Pulsar does the same).
+        # `remaining + 1000` is int arithmetic in Java: a budget near Integer.MAX_VALUE wraps to a negative limit.
+        if candidate.traffic <= wrap_int32(remaining + overshoot):
+            selected.append(candidate.bundle)
+            remaining -= java_int(candidate.traffic)
+    return SheddingOutcome(tuple(Unload(source, bundle) for bundle in selected), None)

@@ -1,0 +1,236 @@
+"""The samples dataset: broker and bundle rows of every snapshot, in Parquet partitioned by cluster and date.
+
+This is the Spark job's input. Each snapshot writes one file per table under
+`<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/`: first staged under a name that
+begins with `_` (pyarrow's dataset discovery and Spark both skip such files), then published by a rename
+once the snapshot's row is in the store (`planner.collect.collector`). Readers also exclude the ids of snapshots
+that are not published (`exclude`), so a file a killed collect published is never read.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import os
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from planner.config import PulsarConfig
+from planner.model import LocalBrokerData, ResourceUsage
+from planner.plan.broker_score import broker_usage
+from planner.plan.bundles.bundle_range import namespace_of
+
+BROKER_SCHEMA = pa.schema(
+    [
+        ("snapshot_id", pa.int64()),
+        ("taken_at", pa.timestamp("ms", tz="UTC")),
+        ("broker", pa.string()),
+        ("cpu_usage", pa.float64()),
+        ("cpu_limit", pa.float64()),
+        ("memory_usage", pa.float64()),
+        ("memory_limit", pa.float64()),
+        ("direct_memory_usage", pa.float64()),
+        ("direct_memory_limit", pa.float64()),
+        ("bandwidth_in_usage", pa.float64()),
+        ("bandwidth_in_limit", pa.float64()),
+        ("bandwidth_out_usage", pa.float64()),
+        ("bandwidth_out_limit", pa.float64()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+        ("num_topics", pa.int64()),
+        ("num_bundles", pa.int64()),
+        ("num_consumers", pa.int64()),
+        ("num_producers", pa.int64()),
+        ("last_update", pa.int64()),
+    ]
+)
+
+BUNDLE_SCHEMA = pa.schema(
+    [
+        ("snapshot_id", pa.int64()),
+        ("taken_at", pa.timestamp("ms", tz="UTC")),
+        ("broker", pa.string()),
+        ("bundle", pa.string()),
+        ("namespace", pa.string()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+        ("consumer_count", pa.int64()),
+        ("producer_count", pa.int64()),
+        ("topics", pa.int64()),
+    ]
+)
+
+
+def samples_root(home: Path) -> Path:
+    return home / "samples"
+
+
+def _partition(home: Path, table: str, cluster: str, taken_at: datetime) -> Path:
+    return samples_root(home) / table / f"cluster={cluster}" / f"date={taken_at.date().isoformat()}"
+
+
+def broker_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
+    rows = [
+        {
+            "snapshot_id": snapshot_id,
+            "taken_at": taken_at,
+            "broker": broker_id,
+            "cpu_usage": report.cpu.usage,
+            "cpu_limit": report.cpu.limit,
+            "memory_usage": report.memory.usage,
+            "memory_limit": report.memory.limit,
+            "direct_memory_usage": report.direct_memory.usage,
+            "direct_memory_limit": report.direct_memory.limit,
+            "bandwidth_in_usage": report.bandwidth_in.usage,
+            "bandwidth_in_limit": report.bandwidth_in.limit,
+            "bandwidth_out_usage": report.bandwidth_out.usage,
+            "bandwidth_out_limit": report.bandwidth_out.limit,
+            "msg_rate_in": report.msg_rate_in,
+            "msg_rate_out": report.msg_rate_out,
+            "msg_throughput_in": report.msg_throughput_in,
+            "msg_throughput_out": report.msg_throughput_out,
+            "num_topics": report.num_topics,
+            "num_bundles": report.num_bundles,
+            "num_consumers": report.num_consumers,
+            "num_producers": report.num_producers,
+            "last_update": report.last_update,
+        }
+        for broker_id, report in sorted(reports.items())
+    ]
+    return pa.Table.from_pylist(rows, schema=BROKER_SCHEMA)
+
+
+def bundle_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
+    rows = [
+        {
+            "snapshot_id": snapshot_id,
+            "taken_at": taken_at,
+            "broker": broker_id,
+            "bundle": bundle,
+            "namespace": namespace_of(bundle),
+            "msg_rate_in": stats.msg_rate_in,
+            "msg_throughput_in": stats.msg_throughput_in,
+            "msg_rate_out": stats.msg_rate_out,
+            "msg_throughput_out": stats.msg_throughput_out,
+            "consumer_count": stats.consumer_count,
+            "producer_count": stats.producer_count,
+            "topics": stats.topics,
+        }
+        for broker_id, report in sorted(reports.items())
+        for bundle, stats in sorted(report.last_stats.items())
+    ]
+    return pa.Table.from_pylist(rows, schema=BUNDLE_SCHEMA)
+
+
+STAGED_PREFIX = "_"  # a file whose name begins with it is invisible to pyarrow datasets and to Spark
+
+
+def staged(path: Path) -> Path:
+    """Where a file is written before it is published (by a rename to `path`)."""
+    return path.with_name(STAGED_PREFIX + path.name)
+
+
+def write_table_atomically(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, temporary, compression="zstd")
+    os.replace(temporary, path)
+
+
+def sample_path(home: Path, table: str, cluster: str, snapshot_id: int, taken_at: datetime) -> Path:
+    """The published file of one snapshot's rows of one table."""
+    return _partition(home, table, cluster, taken_at) / f"snapshot-{snapshot_id:012d}.parquet"
+
+
+def snapshot_tables(
+    snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+) -> dict[str, pa.Table]:
+    """One snapshot's rows, per table."""
+    return {
+        "brokers": broker_rows(snapshot_id, taken_at, reports),
+        "bundles": bundle_rows(snapshot_id, taken_at, reports),
+    }
+
+
+def write_snapshot_samples(
+    home: Path, cluster: str, snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+) -> list[Path]:
+    """One snapshot's rows written straight to their published files, with no snapshot row: for histories
+    made outside a collect (tests, benchmarks). A collect stages and publishes them (planner.collect.collector)."""
+    written = []
+    for table, rows in snapshot_tables(snapshot_id, taken_at, reports).items():
+        write_table_atomically(rows, sample_path(home, table, cluster, snapshot_id, taken_at))
+        written.append(sample_path(home, table, cluster, snapshot_id, taken_at))
+    return written
+
+
+def read_samples(
+    home: Path,
+    table: str,
+    cluster: str,
+    *,
+    up_to_snapshot: int | None = None,
+    snapshot: int | None = None,
+    since: datetime | None = None,
+    exclude: Collection[int] = (),
+) -> pa.Table:
+    """One table's rows for a cluster, ordered by snapshot: all of them, those up to a snapshot id, one
+    snapshot's, or those taken since a time; never those of the `exclude`d (unpublished) snapshot ids."""
+    root = samples_root(home) / table / f"cluster={cluster}"
+    schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
+    if not root.exists():
+        return schema.empty_table()
+    dataset = ds.dataset(root, format="parquet", schema=schema, partitioning=None)
+    conditions = []
+    if up_to_snapshot is not None:
+        conditions.append(ds.field("snapshot_id") <= up_to_snapshot)
+    if snapshot is not None:
+        conditions.append(ds.field("snapshot_id") == snapshot)
+    if since is not None:
+        conditions.append(ds.field("taken_at") >= pa.scalar(since, pa.timestamp("ms", tz="UTC")))
+    if exclude:
+        conditions.append(~ds.field("snapshot_id").isin(sorted(exclude)))
+    expression = functools.reduce(operator.and_, conditions) if conditions else None
+    return dataset.to_table(filter=expression).sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])
+
+
+def broker_load(rows: pa.Table, config: PulsarConfig) -> list[dict[str, Any]]:
+    """Per broker row of the `brokers` table: its score (the weighted max usage, in percent points, as
+    AvgShedder and ThresholdShedder see it), msg/s and bytes/s, in and out together."""
+    loads = []
+    for row in rows.to_pylist():
+        report = LocalBrokerData.model_construct(
+            **{
+                resource: ResourceUsage.model_construct(usage=row[f"{resource}_usage"], limit=row[f"{resource}_limit"])
+                for resource in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+            }
+        )
+        loads.append(
+            {
+                "snapshotId": row["snapshot_id"],
+                "takenAt": row["taken_at"].isoformat(),
+                "broker": row["broker"],
+                "score": round(broker_usage(report, config) * 100, 2),
+                "msgRate": round(row["msg_rate_in"] + row["msg_rate_out"], 3),
+                "throughput": round(row["msg_throughput_in"] + row["msg_throughput_out"], 3),
+            }
+        )
+    return loads
+
+
+def snapshot_broker_load(
+    home: Path, cluster: str, snapshot_id: int, config: PulsarConfig | None = None
+) -> dict[str, dict[str, float]]:
+    """One snapshot's per-broker score, msg/s and bytes/s, keyed by broker."""
+    rows = broker_load(read_samples(home, "brokers", cluster, snapshot=snapshot_id), config or PulsarConfig())
+    return {row["broker"]: {key: row[key] for key in ("score", "msgRate", "throughput")} for row in rows}
