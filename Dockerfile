@@ -23,7 +23,10 @@ USER airflow
 
 # Dependencies first, in their own layer, so that a change to the source does not download pyspark again.
 COPY --chown=airflow:0 pyproject.toml /tmp/pulsar-rebalance/pyproject.toml
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pulsar-rebalance/pyproject.toml', 'rb'))['project']['dependencies']))" \
+# The package's requirements and those of its airflow, spark, postgres and devcluster extras.
+RUN python -c "import tomllib; project = tomllib.load(open('/tmp/pulsar-rebalance/pyproject.toml', 'rb'))['project']; \
+extras = ('airflow', 'spark', 'postgres', 'devcluster'); \
+print('\n'.join(project['dependencies'] + [r for e in extras for r in project['optional-dependencies'][e]]))" \
         > /tmp/pulsar-rebalance/requirements.txt \
     && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /tmp/pulsar-rebalance/requirements.txt
 

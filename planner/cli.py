@@ -27,10 +27,9 @@ from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
 from planner.errors import InputError
-from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
 from planner.model import format_validation_error, parse_json_document, read_load_data
-from planner.paths import planner_home
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -46,6 +45,7 @@ from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import STRATEGIES, shedding_strategy
 from planner.samples.dataset import samples_root
+from planner.settings import ExecutorSettings, planner_settings, storage_root
 from planner.store.database import Store, migration_heads, upgrade
 
 logger = logging.getLogger("pulsar_rebalance")
@@ -214,7 +214,7 @@ def command_collect(args: argparse.Namespace) -> None:
     with settings.client() as client:
         try:
             result = collect(
-                client, store, planner_home(), settings.name if args.cluster else None, topic_stats=args.topic_stats
+                client, store, storage_root(), settings.name if args.cluster else None, topic_stats=args.topic_stats
             )
         except AdminError as error:
             raise InputError(str(error)) from None
@@ -235,7 +235,7 @@ def command_snapshots(args: argparse.Namespace) -> None:
 
 
 def command_load_data(args: argparse.Namespace) -> None:
-    load_data = load_data_for_snapshot(_store(args), planner_home(), args.snapshot)
+    load_data = load_data_for_snapshot(_store(args), storage_root(), args.snapshot)
     sys.stdout.write(load_data.model_dump_json(by_alias=True, indent=2))
     sys.stdout.write("\n")
 
@@ -270,7 +270,7 @@ def command_plan(args: argparse.Namespace) -> None:
         history=args.history,
         include_splits=not args.no_splits,
     )
-    outcome = run_plan(_store(args), samples_root(planner_home()), request, master=args.master, run_id=args.run_id)
+    outcome = run_plan(_store(args), samples_root(storage_root()), request, master=args.master, run_id=args.run_id)
     _print_json(
         {
             "plans": [
@@ -310,28 +310,33 @@ def command_approve(args: argparse.Namespace) -> None:
     _print_json({"plan": args.plan_id, "decision": decision, "approver": name, "osUser": os_user})
 
 
-def _seconds(name: str, value: float | None, default: timedelta) -> timedelta:
-    if value is None:
-        return default
-    if not value >= 0 or value == float("inf"):
-        raise InputError(f"invalid {name} {value}: must be a finite number of seconds, 0 or more")
-    return timedelta(seconds=value)
+# `execute` options → executor settings; they override the configured ones (planner/settings.py).
+_EXECUTOR_OPTIONS = {
+    "ttl": "ttl",
+    "resume_window": "resume_window",
+    "actions_per_minute": "actions_per_minute",
+    "max_actions": "max_actions",
+    "max_failures": "max_failures",
+    "attempts": "attempts_per_action",
+    "verify_timeout": "verify_timeout_seconds",
+    "settle": "settle_seconds",
+    "lease": "lease",
+    "request_timeout": "request_timeout_seconds",
+}
+_DURATION_OPTIONS = {"ttl", "resume_window", "lease"}
 
 
 def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
-    defaults = ExecutorSettings()
-    return ExecutorSettings(
-        ttl=_seconds("--ttl", args.ttl, defaults.ttl),
-        resume_window=_seconds("--resume-window", args.resume_window, defaults.resume_window),
-        actions_per_minute=defaults.actions_per_minute if args.actions_per_minute is None else args.actions_per_minute,
-        max_actions=args.max_actions or defaults.max_actions,
-        max_failures=args.max_failures or defaults.max_failures,
-        attempts_per_action=args.attempts or defaults.attempts_per_action,
-        verify_timeout_seconds=defaults.verify_timeout_seconds if args.verify_timeout is None else args.verify_timeout,
-        settle_seconds=defaults.settle_seconds if args.settle is None else args.settle,
-        lease=_seconds("--lease", args.lease, defaults.lease),
-        request_timeout_seconds=args.request_timeout or defaults.request_timeout_seconds,
-    )
+    values: dict[str, Any] = {}
+    for option, field in _EXECUTOR_OPTIONS.items():
+        value = getattr(args, option)
+        if value is not None and option in _DURATION_OPTIONS:
+            if not value >= 0 or value == float("inf"):
+                flag = "--" + option.replace("_", "-")
+                raise InputError(f"invalid {flag} {value}: must be a finite number of seconds, 0 or more")
+            value = timedelta(seconds=value)
+        values[field] = value
+    return planner_settings().executor.overridden(values, "execute options")
 
 
 def command_execute(args: argparse.Namespace) -> None:

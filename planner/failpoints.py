@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import signal
 
-ENV = "PULSAR_REBALANCE_FAILPOINT"
+from planner.settings import planner_settings
 
 _hits: dict[str, int] = {}
 
 
 def failpoint(name: str) -> None:
-    spec = os.environ.get(ENV)
+    spec = planner_settings().failpoint
     if not spec:
         return
     target, _, nth = spec.partition("#")

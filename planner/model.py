@@ -8,7 +8,6 @@ NaN/inf, malformed bundle names and reversed ranges are rejected with the field'
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -226,16 +225,10 @@ def _short_repr(value: Any) -> str:
 
 def max_json_bytes(default: int = DEFAULT_MAX_JSON_BYTES) -> int:
     """The size limit of JSON documents read from files: `PULSAR_REBALANCE_MAX_JSON_BYTES`, else `default`."""
-    configured = os.environ.get(MAX_JSON_BYTES_ENV)
-    if configured is None:
-        return default
-    try:
-        limit = int(configured)
-    except ValueError:
-        limit = 0
-    if limit < 1:
-        raise InputError(f"invalid {MAX_JSON_BYTES_ENV} {configured!r}: expected a positive number of bytes")
-    return limit
+    from planner.settings import planner_settings  # settings import this module
+
+    settings = planner_settings()
+    return settings.max_json_bytes if "max_json_bytes" in settings.model_fields_set else default
 
 
 def _check_size(text: str | bytes, what: str, max_bytes: int | None) -> None:

@@ -20,8 +20,8 @@ fitted on its load reports within the history window (`planner.plan.usage_model`
 `AvgShedderPredictive` plans with them.
 
 Run with spark-submit:
-  spark-submit spark_jobs/plan_job.py --samples DIR --input plan-input.json --output DIR
-or import `plan_clusters(spark, ...)`.
+  spark-submit spark_jobs/plan_job.py --samples URI --input URI --output URI
+(paths or URIs under the storage root; `planner.storage`), or import `plan_clusters(spark, ...)`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
+
+from planner import storage
 
 if TYPE_CHECKING:
     from planner.plan.document import JobResult
@@ -115,7 +117,7 @@ def spark_session(master: str | None = "local[*]", app_name: str = "pulsar-rebal
 
 def read_table(
     spark: SparkSession,
-    samples: Path,
+    samples: str | Path,
     table: str,
     clusters: Sequence[str],
     as_of: datetime,
@@ -123,7 +125,8 @@ def read_table(
 ) -> DataFrame:
     """One table's rows of the clusters up to `as_of`, without the `excluded` (unpublished) snapshot ids of
     each cluster. Files staged by a collect (names beginning with `_`) are never listed by Spark."""
-    frame = spark.read.option("basePath", str(samples / table)).parquet(str(samples / table))
+    location = storage.join(storage.to_uri(samples), table)
+    frame = spark.read.option("basePath", location).parquet(location)
     frame = frame.where(F.col("cluster").isin(list(clusters)) & (F.col("taken_at") <= F.lit(as_of)))
     for cluster, ids in (excluded or {}).items():
         if ids:
@@ -473,7 +476,7 @@ def _plan_group(
 
 def plan_clusters(
     spark: SparkSession,
-    samples: Path,
+    samples: str | Path,
     clusters: Sequence[str],
     strategy: str,
     *,
@@ -555,14 +558,19 @@ def plan_clusters(
     return {cluster: JobResult.parse(document, f"plan of {cluster}") for cluster, document in planned.collect()}
 
 
+def plan_output_uri(output: str, cluster: str) -> str:
+    """Where the job writes a cluster's plan (JobResult JSON) under its `--output`."""
+    return storage.join(storage.to_uri(output), f"plan-{cluster}.json")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Plan rebalances for clusters from the samples dataset.")
-    parser.add_argument("--samples", type=Path, required=True, help="the samples dataset root")
-    parser.add_argument("--input", type=Path, required=True, help="JSON: clusters, strategy and per-cluster inputs")
-    parser.add_argument("--output", type=Path, required=True, help="directory for plan-<cluster>.json files")
+    parser.add_argument("--samples", required=True, help="the samples dataset root (path or URI)")
+    parser.add_argument("--input", required=True, help="JSON: clusters, strategy and per-cluster inputs (path or URI)")
+    parser.add_argument("--output", required=True, help="directory for plan-<cluster>.json files (path or URI)")
     parser.add_argument("--master", default=None, help="Spark master; overrides spark-submit's --master")
     args = parser.parse_args(argv)
-    request = json.loads(args.input.read_text())
+    request = json.loads(storage.read_bytes(args.input, "the plan job's input"))
     spark = spark_session(args.master)
     try:
         plans = plan_clusters(
@@ -578,9 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     finally:
         spark.stop()
-    args.output.mkdir(parents=True, exist_ok=True)
     for cluster, result in plans.items():
-        (args.output / f"plan-{cluster}.json").write_text(json.dumps(result.to_json(), indent=2))
+        storage.write_bytes(plan_output_uri(args.output, cluster), json.dumps(result.to_json(), indent=2).encode())
     return 0
 
 

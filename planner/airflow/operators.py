@@ -10,6 +10,8 @@ Nothing the gate shows or records comes from XCom, which Airflow's `user` role c
   approver, and records the decision (user id and name) in the planner's store before the operator acts on it.
 A gate marked "success" by hand never reaches `execute_complete`, so no decision is recorded and the
 execute task refuses (`planner.airflow.tasks.execute_approved`).
+
+The body links to the plan's review page under Airflow's `[api] base_url`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class PlanApprovalOperator(ApprovalOperator):
         self.cluster = cluster
 
     def execute(self, context: Any) -> Any:
-        request = airflow_tasks.request_approval(self.cluster, context["run_id"], context["params"]["base_url"])
+        request = airflow_tasks.request_approval(self.cluster, context["run_id"])
         self.subject, self.body = request.subject, request.markdown
         return super().execute(context)
 

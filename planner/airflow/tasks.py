@@ -1,28 +1,24 @@
-"""What the DAG tasks do. DAG files only wire these together; Airflow is imported lazily so the
-planner works without it.
+"""What the DAG tasks do. DAG files only wire these together (`planner.airflow.dags`).
 
-Pulsar admin endpoints and credentials come from one Airflow Connection per cluster
-(`pulsar_<cluster>`): host = admin URL, password = token (or login + password for basic auth),
-extra `{"ca_file": ..., "verify_tls": true}`. The store URL comes from the `pulsar_rebalance_db`
-Connection or `PULSAR_REBALANCE_DB_URL`. Task return values (XCom) carry ids and summaries only,
-never credentials.
+A cluster's admin endpoint and credentials come from its `pulsar_<cluster>` connection
+(`PulsarAdminHook`), the store from `PlannerStoreHook`, every other setting from `planner.settings`.
+Task return values (XCom) carry ids, summaries and storage URIs only: never credentials, never a path
+of the machine a task ran on, so each task may run on a different worker.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-
+from planner import storage
+from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
 from planner.approval.decisions import (
     record_approval_request,
     record_decision,
@@ -32,104 +28,47 @@ from planner.approval.decisions import (
     requested_hash,
 )
 from planner.audit.plan_records import plan_for_run, record_measurement, show_plan
-from planner.collect.clusters import ClusterSettings
+from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
 from planner.errors import InputError
-from planner.execute.executor import ExecutorSettings, execute_plan
-from planner.paths import planner_home
+from planner.execute.executor import execute_plan
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.store.database import Store, default_database_url
+from planner.settings import planner_settings
+from planner.store.database import Store
 
-CONNECTION_PREFIX = "pulsar_"
 PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
-DB_CONNECTION = "pulsar_rebalance_db"
-
-
-def configured_clusters() -> list[str]:
-    """The clusters the DAGs serve (`PULSAR_REBALANCE_CLUSTER_NAMES`, comma-separated; default `local`)."""
-    names = os.environ.get("PULSAR_REBALANCE_CLUSTER_NAMES", "local")
-    return [name.strip() for name in names.split(",") if name.strip()]
-
-
-def approvers() -> list[dict[str, str]]:
-    """Users allowed to answer the approval gate (`PULSAR_REBALANCE_APPROVERS`); empty means any user who
-    may answer it in Airflow. Entries are `ID` or `ID:Display name`, comma-separated: the id is the auth
-    manager's user id (the user name under the simple auth manager, the numeric id under FAB), which is
-    what Airflow matches; the name is what people read."""
-    entries = [entry.strip() for entry in os.environ.get("PULSAR_REBALANCE_APPROVERS", "").split(",") if entry.strip()]
-    users = []
-    for entry in entries:
-        user_id, _, name = entry.partition(":")
-        users.append({"id": user_id.strip(), "name": name.strip() or user_id.strip()})
-    return users
-
-
-def samples_asset_name(cluster: str) -> str:
-    """The Asset the collect DAG emits for a cluster after each snapshot."""
-    return f"pulsar-rebalance-samples-{cluster}"
-
-
-def plan_schedule(cluster: str) -> Any:
-    """`PULSAR_REBALANCE_PLAN_PROFILE`: `hourly` (default), `nightly`, `assets` (after each fresh collect
-    of the cluster), `hourly+assets` (whichever comes first), or a cron expression."""
-    from airflow.sdk import Asset
-    from airflow.timetables.assets import AssetOrTimeSchedule
-    from airflow.timetables.trigger import CronTriggerTimetable
-
-    profile = os.environ.get("PULSAR_REBALANCE_PLAN_PROFILE", "hourly")
-    crons = {"hourly": "0 * * * *", "nightly": "0 2 * * *"}
-    samples = Asset(samples_asset_name(cluster))
-    if profile == "assets":
-        return [samples]
-    if profile.endswith("+assets"):
-        cron = crons.get(profile.removesuffix("+assets"), profile.removesuffix("+assets"))
-        return AssetOrTimeSchedule(timetable=CronTriggerTimetable(cron, timezone="UTC"), assets=samples)
-    return crons.get(profile, profile)
-
-
-def cluster_settings(cluster: str) -> ClusterSettings:
-    from airflow.sdk import BaseHook
-
-    connection = BaseHook.get_connection(f"{CONNECTION_PREFIX}{cluster}")
-    host = connection.host or ""
-    if "://" not in host:
-        scheme = "https" if (connection.conn_type or "").endswith("s") else "http"
-        host = f"{scheme}://{host}"
-    if connection.port:
-        host = f"{host.rstrip('/')}:{connection.port}"
-    extra = connection.extra_dejson
-    basic = extra.get("auth") == "basic"
-    return ClusterSettings(
-        name=cluster,
-        admin_url=host.rstrip("/"),
-        token=SecretStr(connection.password) if connection.password and not basic else None,
-        username=connection.login if basic else None,
-        password=SecretStr(connection.password) if basic and connection.password else None,
-        ca_file=extra.get("ca_file"),
-        verify_tls=extra.get("verify_tls", True),
-        allow_insecure_http_credentials=extra.get("allow_insecure_http_credentials", False),
-    )
 
 
 def store() -> Store:
-    url = os.environ.get("PULSAR_REBALANCE_DB_URL")
-    if not url:
-        from airflow.exceptions import AirflowNotFoundException
-        from airflow.sdk import BaseHook
+    return PlannerStoreHook().get_conn()
 
-        try:
-            url = BaseHook.get_connection(DB_CONNECTION).get_uri()
-        except AirflowNotFoundException:
-            url = default_database_url()
-    return Store(url)
+
+def configured_clusters() -> list[str]:
+    """The clusters the DAGs serve (setting `cluster_names`)."""
+    return list(planner_settings(airflow=True).cluster_names)
+
+
+def approvers() -> list[dict[str, str]]:
+    """Users allowed to answer the approval gate (setting `approvers`); empty means any user who may answer it
+    in Airflow. The id is the auth manager's user id (the user name under the simple auth manager, the numeric
+    id under FAB), which is what Airflow matches; the name is what people read."""
+    return [approver.model_dump() for approver in planner_settings(airflow=True).approvers]
+
+
+def plan_url(plan_id: int) -> str:
+    """The plan's review page under Airflow's configured `[api] base_url` (Airflow's own fallback if unset)."""
+    from airflow.configuration import conf
+
+    base_url = conf.get("api", "base_url", fallback=None) or "http://localhost:8080/"
+    return f"{base_url.rstrip('/')}{URL_PREFIX}/plans/{plan_id}"
 
 
 def collect_cluster(cluster: str) -> dict[str, Any]:
-    settings = cluster_settings(cluster)
-    with settings.client() as client:
-        return collect(client, store(), planner_home(), cluster, actor="airflow:collect").to_json()
+    settings = planner_settings(airflow=True)
+    with PulsarAdminHook.for_cluster(cluster).get_conn() as client:
+        return collect(client, store(), settings.storage_root, cluster, actor="airflow:collect").to_json()
 
 
 def run_directory_name(run_id: str) -> str:
@@ -140,14 +79,16 @@ def run_directory_name(run_id: str) -> str:
 
 
 def prepare_plan(cluster: str, strategy: str, settings: dict[str, Any], run_id: str) -> dict[str, str]:
-    """Write the Spark job's input for this run; returns the paths the job and the commit step use."""
-    run_dir = planner_home() / "runs" / cluster / run_directory_name(run_id)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Write the Spark job's input for this run under the storage root; returns the URIs the job and the
+    commit step use (XCom)."""
+    root = planner_settings(airflow=True).storage_root
+    run_uri = storage.join(storage.to_uri(root), "runs", cluster, run_directory_name(run_id))
     request = PlanRequest(
         clusters=(cluster,), strategy=strategy, settings={key: str(value) for key, value in settings.items()}
     )
-    (run_dir / "input.json").write_text(json.dumps(job_request(store(), request)))
-    return {"samples": str(samples_root(planner_home())), "input": str(run_dir / "input.json"), "output": str(run_dir)}
+    input_uri = storage.join(run_uri, "input.json")
+    storage.write_bytes(input_uri, json.dumps(job_request(store(), request)).encode())
+    return {"samples": storage.to_uri(samples_root(root)), "input": input_uri, "output": run_uri}
 
 
 def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
@@ -191,21 +132,22 @@ def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
     return "\n".join(lines)
 
 
-def commit_plan_output(cluster: str, paths: dict[str, str], run_id: str, base_url: str) -> dict[str, Any]:
+def commit_plan_output(cluster: str, uris: dict[str, str], run_id: str) -> dict[str, Any]:
     """Store the job's plan and the new state (idempotent per run); returns what the gate shows (XCom)."""
-    output = Path(paths["output"]) / f"plan-{cluster}.json"
-    result = JobResult.parse(output.read_bytes(), f"Spark job output {output.name}")
-    request = json.loads(Path(paths["input"]).read_text())
+    from spark_jobs.plan_job import plan_output_uri
+
+    output = plan_output_uri(uris["output"], cluster)
+    result = JobResult.parse(storage.read_bytes(output, "the Spark job's output"), f"Spark job output {output}")
+    request = json.loads(storage.read_bytes(uris["input"], "the Spark job's input"))
     committed = commit_job_output(store(), request, {cluster: result}, run_id)[cluster]
     plan = result.plan
-    plan_url = f"{base_url.rstrip('/')}/pulsar-planner/plans/{committed.plan_id}"
     return PlanSummary(
         plan=committed.plan_id,
         created=committed.created,
         actions=len(plan.actions),
         actions_hash=plan.actions_hash,
         subject=f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy}",
-        markdown=approval_markdown(plan, plan_url),
+        markdown=approval_markdown(plan, plan_url(committed.plan_id)),
     ).to_json()
 
 
@@ -224,15 +166,14 @@ def _run_plan(planner_store: Store, cluster: str, run_id: str) -> int:
     return plan_id
 
 
-def request_approval(cluster: str, run_id: str, base_url: str) -> ApprovalRequest:
+def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
     """What the gate puts to the reviewer, from the plan in the store (never from XCom), and a record of
     which action hash that is: the decision will bind exactly it."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     shown = show_plan(planner_store, plan_id)
     plan = PlanDocument.parse(shown, f"stored plan {plan_id}")
-    url = f"{base_url.rstrip('/')}/pulsar-planner/plans/{plan_id}"
-    markdown = approval_markdown(plan, url) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
+    markdown = approval_markdown(plan, plan_url(plan_id)) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
     record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve")
     subject = f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy} (plan {plan_id})"
     return ApprovalRequest(plan_id, plan.actions_hash, subject, markdown)
@@ -267,9 +208,12 @@ def record_gate_decision(
     )
 
 
-def execute_approved(cluster: str, run_id: str, claimed: object = None) -> dict[str, Any]:
+def execute_approved(
+    cluster: str, run_id: str, claimed: object = None, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Execute the run's plan if the gate recorded an approval in the store. `claimed` is what XCom says
-    the gate decided: it decides nothing, and is audited when no recorded decision backs it."""
+    the gate decided: it decides nothing, and is audited when no recorded decision backs it. `overrides` are the
+    run's executor settings (DAG params)."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
@@ -278,9 +222,12 @@ def execute_approved(cluster: str, run_id: str, claimed: object = None) -> dict[
         raise InputError(f"plan {plan_id}: the approval gate recorded no decision; refusing to execute")
     if decision.decision != "approved":
         return {"plan": plan_id, "status": "rejected"}
-    settings = cluster_settings(cluster)
-    executor_settings = ExecutorSettings()
-    with settings.client() as client:
+    admin = PulsarAdminHook.for_cluster(cluster)
+    # Defaults and the environment or Variable, then the connection's extras, then this run's params.
+    executor_settings = admin.executor_settings(planner_settings(airflow=True).executor).overridden(
+        overrides or {}, f"run {run_id} params"
+    )
+    with admin.get_conn() as client:
         # A retried task after a crash waits for the dead run's lease; a live concurrent run keeps it.
         report = execute_plan(
             planner_store,
@@ -295,11 +242,12 @@ def execute_approved(cluster: str, run_id: str, claimed: object = None) -> dict[
 
 def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:
     """Collect until every broker's load report is newer than `since_millis` (the moves are in it), for at
-    most `PULSAR_REBALANCE_MEASURE_WAIT` seconds (default 120); then the newest snapshot, fresh or not."""
-    deadline = time.monotonic() + float(os.environ.get("PULSAR_REBALANCE_MEASURE_WAIT", 120))
+    most the `measure_wait` setting; then the newest snapshot, fresh or not."""
+    settings = planner_settings(airflow=True)
+    deadline = time.monotonic() + settings.measure_wait
     while True:
         after = collect_cluster(cluster)
-        rows = read_samples(planner_home(), "brokers", cluster, snapshot=after["snapshot"])
+        rows = read_samples(settings.storage_root, "brokers", cluster, snapshot=after["snapshot"])
         if min(rows.column("last_update").to_pylist(), default=0) >= since_millis or time.monotonic() >= deadline:
             return after
         time.sleep(5)
@@ -315,7 +263,7 @@ def report_outcome(cluster: str, run_id: str) -> dict[str, Any]:
     if decision.decision != "approved":
         return {"plan": plan_id, "status": "rejected", "by": decision.approver or "timeout"}
     after = _collect_fresh_reports(cluster, since_millis=int(time.time() * 1000))
-    measured = snapshot_broker_load(planner_home(), cluster, after["snapshot"])
+    measured = snapshot_broker_load(planner_settings(airflow=True).storage_root, cluster, after["snapshot"])
     record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
     plan = show_plan(planner_store, plan_id)
     return {"plan": plan_id, "status": plan["status"], "snapshotAfter": after["snapshot"]}

@@ -201,6 +201,7 @@ class PulsarAdminClient:
         auth: AdminAuth | None = None,
         ca_file: str | None = None,
         verify_tls: bool = True,
+        client_cert: str | tuple[str, str] | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         retries: int = DEFAULT_RETRIES,
         backoff_factor: float = 0.2,
@@ -233,6 +234,7 @@ class PulsarAdminClient:
         self._session = ClusterSession(self.credentials_allowed)
         self._session.max_redirects = max_redirects
         self._session.verify = self._verify
+        self._session.cert = client_cert
         self._session.headers["Accept"] = "application/json"
         retry = Retry(
             total=retries,

@@ -9,6 +9,7 @@ a file that holds the token or password.
     admin_url = "https://pulsar-east.example:8443"
     token_env = "PULSAR_EAST_TOKEN"        # or token_file = "/run/secrets/pulsar-east"
     ca_file = "/etc/ssl/pulsar-ca.pem"     # TLS is verified unless verify_tls = false
+    # client_cert = "/etc/ssl/planner.pem"   # and client_key, for brokers that authenticate by TLS certificate
     # allow_insecure_http_credentials = true   # only if a token must go over plain http to another host
     max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
 
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from planner.collect.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient
 from planner.errors import InputError
 from planner.model import format_validation_error
-from planner.paths import planner_home
+from planner.settings import planner_settings
 
 
 class ClusterSettings(BaseModel):
@@ -40,6 +41,9 @@ class ClusterSettings(BaseModel):
     password_env: str | None = None
     ca_file: Path | None = None
     verify_tls: bool = True
+    # A TLS client certificate (PEM), for brokers that authenticate clients by certificate.
+    client_cert: Path | None = None
+    client_key: Path | None = None
     # Credentials never go over plain http to a host that is not loopback, unless this says they may.
     allow_insecure_http_credentials: bool = False
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
@@ -54,6 +58,8 @@ class ClusterSettings(BaseModel):
             raise ValueError("give at most one of token_env, token_file, token")
         if self.username is None and (self.password_env or self.password):
             raise ValueError("a password needs a username")
+        if self.client_key is not None and self.client_cert is None:
+            raise ValueError("client_key needs client_cert")
         return self
 
     def auth(self) -> AdminAuth:
@@ -74,12 +80,18 @@ class ClusterSettings(BaseModel):
                 raise InputError(f"cluster {self.name}: environment variable {self.password_env} is not set")
         return AdminAuth(token=token, username=self.username, password=password)
 
+    def _client_cert(self) -> str | tuple[str, str] | None:
+        if self.client_cert is None:
+            return None
+        return (str(self.client_cert), str(self.client_key)) if self.client_key else str(self.client_cert)
+
     def client(self) -> PulsarAdminClient:
         return PulsarAdminClient(
             self.admin_url,
             auth=self.auth(),
             ca_file=str(self.ca_file) if self.ca_file else None,
             verify_tls=self.verify_tls,
+            client_cert=self._client_cert(),
             max_response_bytes=self.max_response_bytes,
             allow_insecure_http_credentials=self.allow_insecure_http_credentials,
         )
@@ -88,8 +100,8 @@ class ClusterSettings(BaseModel):
 def clusters_file(path: Path | None = None) -> Path:
     if path is not None:
         return path
-    configured = os.environ.get("PULSAR_REBALANCE_CLUSTERS")
-    return Path(configured) if configured else planner_home() / "clusters.toml"
+    settings = planner_settings()
+    return settings.clusters or settings.home / "clusters.toml"
 
 
 def load_clusters(path: Path | None = None) -> list[ClusterSettings]:

@@ -19,34 +19,38 @@ import time
 from pathlib import Path
 from typing import Any
 
+from planner.airflow.dags import DAG_FILE
 from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect
 from planner.devtools import local_cluster
 from planner.devtools.traffic import BundleTraffic, TrafficGenerator
-from planner.paths import planner_home
 from planner.samples.dataset import snapshot_broker_load
+from planner.settings import planner_home
 from planner.store.database import Store
 
 logger = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
 DEMO_CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
 
 
 def airflow_environment(airflow_home: Path, cluster: dict[str, Any], db_url: str, home: Path) -> dict[str, str]:
-    """Environment for Airflow processes that run this project's DAGs against `cluster` on loopback."""
+    """Environment for Airflow processes that run this project's DAGs against `cluster` on loopback, installed
+    as a deployment would: the one-line DAG file in an otherwise empty DAG folder, the plugin by its entry point."""
     name = cluster["cluster"]
+    for folder in ("dags", "plugins"):
+        (airflow_home / folder).mkdir(parents=True, exist_ok=True)
+    (airflow_home / "dags" / "pulsar_rebalance.py").write_text(DAG_FILE)
     return {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(airflow_home / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(airflow_home / "plugins"),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         f"AIRFLOW_CONN_PULSAR_{name.upper()}": json.dumps(
-            {"conn_type": "http", "host": cluster["brokers"][0]["adminUrl"]}
+            {"conn_type": "pulsar", "host": cluster["brokers"][0]["adminUrl"]}
         ),
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "PULSAR_REBALANCE_HOME": str(home),

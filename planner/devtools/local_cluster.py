@@ -43,26 +43,27 @@ from typing import Any
 import requests
 
 from planner.devtools.broker_settings import SHARED_BROKER_SETTINGS
-from planner.paths import cache_home, planner_home
+from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
 
 log = logging.getLogger(__name__)
 
 # Newest 4.x on Maven Central when this was written: 4.2.4 exists as `pulsar-broker` jars only, the
 # newest distribution tarball there is 4.0.8 (both routes work; see `ensure_distribution`).
-DEFAULT_PULSAR_VERSION = "4.2.4"
-DEFAULT_CLUSTER_NAME = "local"
+DEFAULT_PULSAR_VERSION: str = DevClusterSettings.model_fields["pulsar_version"].default
+DEFAULT_CLUSTER_NAME: str = DevClusterSettings.model_fields["cluster"].default
 MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
-ENV_CACHE = "PULSAR_REBALANCE_CACHE"
-ENV_VERSION = "PULSAR_REBALANCE_PULSAR_VERSION"
-ENV_CLUSTER = "PULSAR_REBALANCE_CLUSTER"
-ENV_ZK_PORT = "PULSAR_REBALANCE_ZK_PORT"
-ENV_BOOKIE_PORT = "PULSAR_REBALANCE_BOOKIE_PORT"
-ENV_WEB_PORT = "PULSAR_REBALANCE_WEB_PORT"
-ENV_BROKER_PORT = "PULSAR_REBALANCE_BROKER_PORT"
-ENV_START_TIMEOUT = "PULSAR_REBALANCE_START_TIMEOUT"
-ENV_BROKER_MEM = "PULSAR_REBALANCE_BROKER_MEM"
-ENV_AUTH = "PULSAR_REBALANCE_LOCAL_AUTH"
+# The variables that set each field (planner/settings.py, DevClusterSettings).
+ENV_CACHE = f"{ENV_PREFIX}CACHE"
+ENV_VERSION = f"{ENV_PREFIX}PULSAR_VERSION"
+ENV_CLUSTER = f"{ENV_PREFIX}CLUSTER"
+ENV_ZK_PORT = f"{ENV_PREFIX}ZK_PORT"
+ENV_BOOKIE_PORT = f"{ENV_PREFIX}BOOKIE_PORT"
+ENV_WEB_PORT = f"{ENV_PREFIX}WEB_PORT"
+ENV_BROKER_PORT = f"{ENV_PREFIX}BROKER_PORT"
+ENV_START_TIMEOUT = f"{ENV_PREFIX}START_TIMEOUT"
+ENV_BROKER_MEM = f"{ENV_PREFIX}BROKER_MEM"
+ENV_AUTH = f"{ENV_PREFIX}LOCAL_AUTH"
 AUTH_MODES = ("none", "token")
 SUPERUSER_ROLE = "admin"
 
@@ -96,7 +97,6 @@ _JVM_FLAGS = [
 ]
 _ZOOKEEPER_MEM = ["-Xms64m", "-Xmx128m"]
 _BOOKIE_MEM = ["-Xms128m", "-Xmx256m", "-XX:MaxDirectMemorySize=256m"]
-_DEFAULT_BROKER_MEM = "-Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m"
 
 _LOG4J2_PROPERTIES = """\
 status = warn
@@ -173,21 +173,22 @@ class LocalClusterSettings:
         return self.broker_port_base + index
 
 
-def settings_from_env(env: Mapping[str, str] | None = None) -> LocalClusterSettings:
-    """Settings from `PULSAR_REBALANCE_*` variables; ports default away from Pulsar's and Airflow's 8080/6650."""
-    env = os.environ if env is None else env
+def settings_from_env() -> LocalClusterSettings:
+    """The local cluster's settings (`planner.settings.DevClusterSettings`); ports default away from Pulsar's and
+    Airflow's 8080/6650."""
+    dev = DevClusterSettings()
     return LocalClusterSettings(
-        home=planner_home(env),
-        cache=Path(env.get(ENV_CACHE) or cache_home(env) / "pulsar").expanduser(),
-        pulsar_version=env.get(ENV_VERSION) or DEFAULT_PULSAR_VERSION,
-        cluster_name=env.get(ENV_CLUSTER) or DEFAULT_CLUSTER_NAME,
-        zookeeper_port=int(env.get(ENV_ZK_PORT) or 12181),
-        bookie_port=int(env.get(ENV_BOOKIE_PORT) or 13181),
-        web_port_base=int(env.get(ENV_WEB_PORT) or 18081),
-        broker_port_base=int(env.get(ENV_BROKER_PORT) or 16651),
-        start_timeout_seconds=float(env.get(ENV_START_TIMEOUT) or 300),
-        broker_mem=tuple((env.get(ENV_BROKER_MEM) or _DEFAULT_BROKER_MEM).split()),
-        auth=env.get(ENV_AUTH) or "none",
+        home=planner_settings().home,
+        cache=(dev.cache or cache_home() / "pulsar").expanduser(),
+        pulsar_version=dev.pulsar_version,
+        cluster_name=dev.cluster,
+        zookeeper_port=dev.zk_port,
+        bookie_port=dev.bookie_port,
+        web_port_base=dev.web_port,
+        broker_port_base=dev.broker_port,
+        start_timeout_seconds=dev.start_timeout,
+        broker_mem=tuple(dev.broker_mem.split()),
+        auth=dev.local_auth,
     )
 
 

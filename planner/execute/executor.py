@@ -53,6 +53,7 @@ from planner.lifecycle import (
 )
 from planner.plan.bundles.bundle_range import BundleName
 from planner.plan.document import actions_hash
+from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
 
@@ -84,48 +85,6 @@ class PlanClaimedError(InputError):
 
 class ClaimLostError(RuntimeError):
     """The lease ran out and another run claimed the plan: stop at once, sending nothing more."""
-
-
-@dataclass(frozen=True, slots=True)
-class ExecutorSettings:
-    ttl: timedelta = timedelta(hours=6)
-    # A started execution may continue or be resumed this long past the TTL; nothing is sent after that.
-    resume_window: timedelta = timedelta(hours=1)
-    actions_per_minute: float = 30.0
-    max_actions: int = 100
-    max_failures: int = 3
-    attempts_per_action: int = 2
-    verify_timeout_seconds: float = 60.0
-    verify_interval_seconds: float = 1.0
-    # How long after an unanswered request the cluster is asked whether it took effect.
-    settle_seconds: float = 30.0
-    # Renewed before every request; must outlast the longest step (a request, a verification).
-    lease: timedelta = timedelta(minutes=5)
-    # The admin client's read timeout for this run (seconds); the connect timeout stays the client's.
-    request_timeout_seconds: float = 30.0
-
-    def __post_init__(self) -> None:
-        checks = {
-            "ttl": self.ttl > timedelta(0),
-            "resume_window": self.resume_window >= timedelta(0),
-            "actions_per_minute": self.actions_per_minute >= 0,
-            "max_actions": self.max_actions >= 1,
-            "max_failures": self.max_failures >= 1,
-            "attempts_per_action": self.attempts_per_action >= 1,
-            "verify_timeout_seconds": self.verify_timeout_seconds >= 0,
-            "verify_interval_seconds": self.verify_interval_seconds > 0,
-            "settle_seconds": self.settle_seconds >= 0,
-            "request_timeout_seconds": self.request_timeout_seconds > 0,
-        }
-        for name, holds in checks.items():
-            if not holds:
-                raise InputError(f"executor settings: {name} is out of range ({getattr(self, name)})")
-        step = timedelta(seconds=self.request_timeout_seconds + self.verify_timeout_seconds + self.settle_seconds)
-        if self.lease <= step:
-            raise InputError(
-                f"executor settings: lease ({self.lease}) must outlast one step: request timeout + verify timeout "
-                f"+ settle time ({step})"
-            )
 
 
 @dataclass(slots=True)
@@ -599,7 +558,7 @@ def execute_plan(
     store: Store,
     client: PulsarAdminClient,
     plan_id: int,
-    settings: ExecutorSettings = ExecutorSettings(),
+    settings: ExecutorSettings | None = None,
     *,
     actor: str = "executor",
     holder: str | None = None,
@@ -612,6 +571,7 @@ def execute_plan(
     `claim_wait`: seconds to wait for a claim another run holds (a retried task after a crash waits for
     the dead run's lease to expire); without it, a claimed plan is refused at once.
     """
+    settings = settings or ExecutorSettings()
     holder = holder or default_holder(actor)
     with store.session() as session:
         plan = session.get(Plan, plan_id)

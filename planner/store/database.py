@@ -7,7 +7,6 @@ URL (tested on PostgreSQL). The URL's password never reaches the logs.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from planner.paths import planner_home
+from planner.settings import planner_settings
 
 logger = logging.getLogger(__name__)
 
@@ -28,10 +27,8 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 def default_database_url() -> str:
-    configured = os.environ.get("PULSAR_REBALANCE_DB_URL")
-    if configured:
-        return configured
-    return f"sqlite:///{planner_home() / 'planner.db'}"
+    settings = planner_settings()
+    return settings.database_url or f"sqlite:///{settings.home / 'planner.db'}"
 
 
 def _alembic_config() -> Config:

@@ -22,8 +22,9 @@ from sqlalchemy import select
 from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.devtools.traffic import BundleTraffic
-from planner.execute.executor import EXECUTOR_POINTS, ExecutorSettings, execute_plan
+from planner.execute.executor import EXECUTOR_POINTS, execute_plan
 from planner.failpoints import ENV as FAILPOINT_ENV
+from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
 from tests.integration.admin_proxy import AdminProxy, Fault

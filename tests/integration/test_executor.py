@@ -10,8 +10,9 @@ from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, show_plan
 from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
-from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.execute.executor import execute_plan
 from planner.plan.bundles.bundle_range import BundleName
+from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, RecentlyUnloaded
 from tests.integration.executor_support import CountingClient, approved_plan, owners

@@ -65,7 +65,7 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     [("hourly", "0 * * * *"), ("nightly", "0 2 * * *"), ("*/30 * * * *", "*/30 * * * *")],
 )
 def test_plan_schedule_profiles_by_time(profile, expected, monkeypatch):
-    from planner.airflow.tasks import plan_schedule
+    from planner.airflow.schedule import plan_schedule
 
     monkeypatch.setenv("PULSAR_REBALANCE_PLAN_PROFILE", profile)
     assert plan_schedule("local") == expected

@@ -1,13 +1,15 @@
 """Airflow plugin: the plan review and audit pages (`planner.audit.review`), behind Airflow's own login.
 
-Wiring only. Every request, the OpenAPI document's included, must carry a valid Airflow token (the UI's
-session cookie or a bearer header) for a user allowed to read DAGs; anonymous requests get 401. A user
-sees the plans, runs and load history of a cluster only if the auth manager lets them read that
-cluster's plan DAG (`pulsar_rebalance_plan_<cluster>`); the others answer 404.
+Registered through the package's `airflow.plugins` entry point, so installing the package is enough.
+Every request, the OpenAPI document's included, must carry a valid Airflow token (the UI's session
+cookie or a bearer header) for a user allowed to read DAGs; anonymous requests get 401. A user sees the
+plans, runs and load history of a cluster only if the auth manager lets them read that cluster's plan
+DAG (`pulsar_rebalance_plan_<cluster>`); the others answer 404.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -17,7 +19,7 @@ from fastapi import Depends
 
 from planner.airflow.tasks import PLAN_DAG_PREFIX, store
 from planner.audit.review.app import URL_PREFIX, create_app
-from planner.paths import planner_home
+from planner.settings import planner_settings
 
 
 def readable_clusters(user: GetUserDep) -> frozenset[str]:
@@ -26,7 +28,11 @@ def readable_clusters(user: GetUserDep) -> frozenset[str]:
     return frozenset(dag_id.removeprefix(PLAN_DAG_PREFIX) for dag_id in dag_ids if dag_id.startswith(PLAN_DAG_PREFIX))
 
 
-review_app = create_app(store, planner_home, [Depends(requires_access_dag("GET"))], readable_clusters)
+def storage_root() -> Path:
+    return planner_settings(airflow=True).storage_root
+
+
+review_app = create_app(store, storage_root, [Depends(requires_access_dag("GET"))], readable_clusters)
 
 
 class PulsarRebalancePlugin(AirflowPlugin):

@@ -1,0 +1,179 @@
+"""The product's DAGs, built for the configured clusters (wiring only; the logic is in `planner.airflow.tasks`).
+
+Add them to an Airflow by one line in a file of its DAG folder:
+
+    from planner.airflow.dags import *  # noqa: F403 - the pulsar-rebalance DAGs
+
+Every `import *` builds them afresh from the settings (`cluster_names`, `plan_profile`, `approval_timeout`,
+`approvers`, `spark_local_ip`): the collect DAG, and per cluster a plan DAG
+
+    prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
+    (Reject after the response timeout) → execute → report.
+
+`build_dags()` returns the same DAGs by id, for code that assembles its own DAG file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, task
+from airflow.task.trigger_rule import TriggerRule
+
+from planner.airflow import tasks as airflow_tasks
+from planner.airflow.operators import PlanApprovalOperator
+from planner.airflow.schedule import plan_schedule, samples_asset_name
+from planner.plan.shedding.registry import STRATEGIES
+from planner.settings import ExecutorSettings, PlannerSettings, planner_settings
+
+# The whole DAG file a deployment needs (dags/pulsar_rebalance.py is exactly this).
+DAG_FILE = "from planner.airflow.dags import *  # noqa: F403 - the pulsar-rebalance DAGs (planner/airflow/dags.py)\n"
+COLLECT_DAG_ID = "pulsar_rebalance_collect"
+SAMPLES = AssetAlias("pulsar_rebalance_samples")
+
+
+def plan_job_file() -> str:
+    """The Spark job's file, where the package is installed (not relative to any DAG folder)."""
+    spec = importlib.util.find_spec("spark_jobs.plan_job")
+    if spec is None or spec.origin is None:
+        raise ImportError("spark_jobs.plan_job is not installed: install the pulsar-rebalance package")
+    return spec.origin
+
+
+def _executor_params() -> dict[str, Param]:
+    """One optional param per executor setting; empty means the connection's extra or the configured value."""
+    params = {}
+    for name, field in ExecutorSettings.model_fields.items():
+        kind = "integer" if field.annotation in {int, "int"} else "number"
+        params[name] = Param(None, type=[kind, "null"], description=f"Executor: {field.description}")
+    return params
+
+
+def collect_dag() -> DAG:
+    @dag(
+        dag_id=COLLECT_DAG_ID,
+        schedule="*/5 * * * *",
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pulsar-rebalance", "collect"],
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
+    )
+    def pulsar_rebalance_collect() -> None:
+        @task
+        def clusters() -> list[str]:
+            return airflow_tasks.configured_clusters()
+
+        @task(outlets=[SAMPLES], map_index_template="{{ cluster }}")
+        def collect(cluster: str, *, outlet_events=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            result = airflow_tasks.collect_cluster(cluster)
+            outlet_events[SAMPLES].add(Asset(samples_asset_name(cluster)), extra=result)
+            return result
+
+        collect.expand(cluster=clusters())
+
+    return pulsar_rebalance_collect()
+
+
+def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
+    @dag(
+        dag_id=f"{airflow_tasks.PLAN_DAG_PREFIX}{cluster}",
+        schedule=plan_schedule(cluster, settings.plan_profile),
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pulsar-rebalance", "plan", cluster],
+        params={
+            "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
+            "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
+            **_executor_params(),
+        },
+    )
+    def pulsar_rebalance_plan() -> None:
+        @task
+        def prepare(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.prepare_plan(cluster, params["strategy"], params["settings"], run_id)
+
+        uris = prepare()
+        spark_job = SparkSubmitOperator(
+            task_id="spark_plan",
+            application=plan_job_file(),
+            conn_id="spark_default",
+            name=f"pulsar-rebalance-plan-{cluster}",
+            application_args=[
+                "--samples",
+                "{{ ti.xcom_pull(task_ids='prepare')['samples'] }}",
+                "--input",
+                "{{ ti.xcom_pull(task_ids='prepare')['input'] }}",
+                "--output",
+                "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
+            ],
+            conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
+            env_vars={"SPARK_LOCAL_IP": settings.spark_local_ip},
+        )
+
+        @task
+        def commit(uris: dict, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.commit_plan_output(cluster, uris, run_id)
+
+        @task.short_circuit
+        def has_actions(summary: dict) -> bool:
+            return summary["actions"] > 0
+
+        summary = commit(uris)
+        uris >> spark_job >> summary
+        # The gate shows and binds the plan this run stored, and records the answer in the planner's store.
+        gate = PlanApprovalOperator(
+            task_id="approve",
+            cluster=cluster,
+            defaults=["Reject"],
+            response_timeout=settings.approval_timeout,
+            assigned_users=[approver.model_dump() for approver in settings.approvers] or None,
+        )
+
+        # The decision is read from the planner's store; the gate's XCom is only audited if nothing backs it.
+        @task
+        def execute(claimed: dict | None, params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            overrides = {name: params.get(name) for name in ExecutorSettings.model_fields}
+            return airflow_tasks.execute_approved(cluster, run_id, claimed, overrides)
+
+        # Not a direct downstream of the gate (a Reject skips those).
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.report_outcome(cluster, run_id)
+
+        has_actions(summary) >> gate
+        execute(gate.output) >> report()
+
+    return pulsar_rebalance_plan()
+
+
+def build_dags() -> dict[str, DAG]:
+    """The collect DAG and one plan DAG per configured cluster, by DAG id."""
+    settings = planner_settings(airflow=True)
+    dags = [collect_dag(), *(plan_dag(cluster, settings) for cluster in settings.cluster_names)]
+    return {built.dag_id: built for built in dags}
+
+
+def __getattr__(name: str) -> Any:
+    # `from planner.airflow.dags import *` asks for `__all__`, then each name in it: the DAGs are built when
+    # a DAG file is parsed, never at this module's import, so every parse sees the current settings.
+    if name == "__all__":
+        _built.clear()
+        _built.update(build_dags())
+        return [_global_name(dag_id) for dag_id in _built]
+    for dag_id, built in _built.items():
+        if _global_name(dag_id) == name:
+            return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_built: dict[str, DAG] = {}
+
+
+def _global_name(dag_id: str) -> str:
+    """A distinct Python name per DAG id: every character but letters and digits escaped as `_HH`."""
+    return "dag_" + "".join(character if character.isalnum() else f"_{ord(character):02x}" for character in dag_id)

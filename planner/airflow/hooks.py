@@ -1,0 +1,158 @@
+"""Airflow hooks: the `pulsar` connection type (a cluster's admin API) and the planner's store.
+
+Hooks own the connections; operators and task functions ask them for a client, settings or a store.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from airflow.sdk import BaseHook
+from pydantic import SecretStr, ValidationError
+from sqlalchemy.engine import make_url
+
+from planner.airflow.provider import CONNECTION_TYPE, UI_FIELD_BEHAVIOUR
+from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.collect.clusters import ClusterSettings
+from planner.errors import InputError
+from planner.model import format_validation_error
+from planner.settings import ExecutorSettings, planner_settings
+from planner.store.database import Store, default_database_url
+
+CONNECTION_PREFIX = "pulsar_"  # + the cluster's name
+STORE_CONNECTION = "pulsar_rebalance_db"
+
+# Extra fields of a `pulsar` connection besides the executor's settings (planner.settings.ExecutorSettings).
+CLUSTER_EXTRAS = ("auth", "ca_file", "verify_tls", "client_cert", "client_key", "allow_insecure_http_credentials")
+# How the Airflow 2 form prefixed extra fields; still accepted.
+_FORM_PREFIX = f"extra__{CONNECTION_TYPE}__"
+
+
+class PulsarAdminHook(BaseHook):
+    """A Pulsar cluster's admin REST API, from a `pulsar` connection.
+
+    Host: the admin URL (`https://host:port`; any broker or a proxy). Password: the token (or, with
+    `auth = basic`, the password for Login). Extras: TLS (`ca_file`, `verify_tls`, `client_cert`,
+    `client_key`), `allow_insecure_http_credentials`, and the executor's settings for this cluster.
+    """
+
+    conn_name_attr = "pulsar_conn_id"
+    default_conn_name = "pulsar_default"
+    conn_type = CONNECTION_TYPE
+    hook_name = "Pulsar admin API"
+
+    def __init__(self, pulsar_conn_id: str = default_conn_name, *, cluster: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.pulsar_conn_id = pulsar_conn_id
+        self.cluster = cluster or pulsar_conn_id.removeprefix(CONNECTION_PREFIX)
+
+    @classmethod
+    def for_cluster(cls, cluster: str) -> PulsarAdminHook:
+        """The hook of a cluster the DAGs serve: its connection is `pulsar_<cluster>`."""
+        return cls(f"{CONNECTION_PREFIX}{cluster}", cluster=cluster)
+
+    def _extras(self) -> tuple[Any, dict[str, Any]]:
+        connection = self.get_connection(self.pulsar_conn_id)
+        extras = {}
+        for key, value in connection.extra_dejson.items():
+            name = key.removeprefix(_FORM_PREFIX)
+            if value is None or value == "":
+                continue  # an empty form field: the default
+            extras[name] = value
+        known = set(CLUSTER_EXTRAS) | set(ExecutorSettings.model_fields) | {"max_response_bytes"}
+        unknown = sorted(set(extras) - known)
+        if unknown:
+            raise InputError(f"connection {self.pulsar_conn_id}: unknown extra field(s) {unknown}")
+        return connection, extras
+
+    def cluster_settings(self) -> ClusterSettings:
+        connection, extras = self._extras()
+        host = (connection.host or "").strip()
+        if not host:
+            raise InputError(f"connection {self.pulsar_conn_id}: host (the admin URL) is empty")
+        if "://" not in host:
+            # Connections of type http/https (older setups) carry the scheme in their type.
+            scheme = connection.conn_type if connection.conn_type in {"http", "https"} else "https"
+            host = f"{scheme}://{host}"
+        if connection.port:
+            host = f"{host.rstrip('/')}:{connection.port}"
+        basic = extras.get("auth") == "basic"
+        if extras.get("auth") not in {None, "token", "basic"}:
+            raise InputError(f"connection {self.pulsar_conn_id}: auth must be token or basic, not {extras['auth']!r}")
+        try:
+            return ClusterSettings(
+                name=self.cluster,
+                admin_url=host.rstrip("/"),
+                token=SecretStr(connection.password) if connection.password and not basic else None,
+                username=connection.login if basic else None,
+                password=SecretStr(connection.password) if basic and connection.password else None,
+                ca_file=extras.get("ca_file"),
+                verify_tls=extras.get("verify_tls", True),
+                client_cert=extras.get("client_cert"),
+                client_key=extras.get("client_key"),
+                allow_insecure_http_credentials=extras.get("allow_insecure_http_credentials", False),
+                **({"max_response_bytes": extras["max_response_bytes"]} if "max_response_bytes" in extras else {}),
+            )
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, f"connection {self.pulsar_conn_id}")) from None
+
+    def executor_settings(self, base: ExecutorSettings) -> ExecutorSettings:
+        """`base` with this cluster's executor settings from the connection's extras on top."""
+        _, extras = self._extras()
+        values = {key: value for key, value in extras.items() if key in ExecutorSettings.model_fields}
+        return base.overridden(values, f"connection {self.pulsar_conn_id}")
+
+    def get_conn(self) -> PulsarAdminClient:
+        return self.cluster_settings().client()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's Test button: reach the admin API with the credentials and list the active brokers."""
+        try:
+            with self.get_conn() as client:
+                name = client.cluster_name()
+                brokers = client.active_brokers(name)
+        except (AdminError, InputError) as error:
+            return False, str(error)
+        return True, f"Pulsar cluster {name}: {len(brokers)} active broker(s) ({', '.join(brokers)})"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return UI_FIELD_BEHAVIOUR
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_store(url: str) -> Store:
+    return Store(url)
+
+
+class PlannerStoreHook(BaseHook):
+    """The planner's store (plans, decisions, audit) from the `pulsar_rebalance_db` connection, else the
+    `db_url` setting, else SQLite under the planner's home. One engine per URL and process."""
+
+    conn_name_attr = "store_conn_id"
+    default_conn_name = STORE_CONNECTION
+    conn_type = "generic"
+    hook_name = "Pulsar rebalance store"
+
+    def __init__(self, store_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.store_conn_id = store_conn_id
+
+    def database_url(self) -> str:
+        configured = planner_settings(airflow=True).database_url
+        if configured:
+            return configured
+        from airflow.exceptions import AirflowNotFoundException
+
+        try:
+            uri = self.get_connection(self.store_conn_id).get_uri()
+        except AirflowNotFoundException:
+            return default_database_url()
+        url = make_url(uri)
+        if url.drivername in {"postgres", "postgresql"}:
+            url = url.set(drivername="postgresql+psycopg")  # Airflow writes postgres://, SQLAlchemy wants this
+        return url.render_as_string(hide_password=False)
+
+    def get_conn(self) -> Store:
+        return _cached_store(self.database_url())

@@ -1,0 +1,95 @@
+"""Provider info for Airflow's providers manager (the `apache_airflow_provider` entry point): the `pulsar`
+connection type with its hook, form fields and Test button, and the modules of the hooks and operators."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from planner.settings import ExecutorSettings
+
+PACKAGE = "pulsar-rebalance"
+CONNECTION_TYPE = "pulsar"
+
+
+def _executor_form_fields() -> dict[str, Any]:
+    kinds = {"int": "integer", "float": "number"}
+    fields = {}
+    for name, field in ExecutorSettings.model_fields.items():
+        kind = kinds.get(getattr(field.annotation, "__name__", str(field.annotation)), "number")
+        fields[name] = {
+            "label": f"Executor: {name.replace('_', ' ')}",
+            "schema": {"type": [kind, "null"]},
+            "description": f"{field.description} Empty: the configured default.",
+        }
+    return fields
+
+
+def connection_fields() -> dict[str, Any]:
+    """The connection form's extra fields (provider info `conn-fields`)."""
+    return {
+        "auth": {
+            "label": "Authentication",
+            "schema": {"type": ["string", "null"], "enum": ["token", "basic", None], "default": "token"},
+            "description": "token: the Password field holds a JWT. basic: Login and Password.",
+        },
+        "ca_file": {
+            "label": "CA file",
+            "schema": {"type": ["string", "null"]},
+            "description": "PEM file of the CA that signed the brokers' certificates (default: the system's CAs).",
+        },
+        "verify_tls": {"label": "Verify TLS", "schema": {"type": ["boolean", "null"], "default": True}},
+        "client_cert": {
+            "label": "Client certificate",
+            "schema": {"type": ["string", "null"]},
+            "description": "PEM file of a TLS client certificate, for brokers that authenticate clients by TLS.",
+        },
+        "client_key": {
+            "label": "Client key",
+            "schema": {"type": ["string", "null"]},
+            "description": "PEM file of the client certificate's private key (if not in the certificate file).",
+        },
+        "allow_insecure_http_credentials": {
+            "label": "Allow credentials over plain http",
+            "schema": {"type": ["boolean", "null"], "default": False},
+            "description": "Only for a trusted network: send the token over http to a host that is not loopback.",
+        },
+        **_executor_form_fields(),
+    }
+
+
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "port"],
+    "relabeling": {"host": "Admin URL", "login": "Login (basic auth)", "password": "Token or password"},
+    "placeholders": {"host": "https://pulsar-admin.example:8443", "password": "JWT, or the basic auth password"},
+}
+
+
+def get_provider_info() -> dict[str, Any]:
+    try:
+        installed = version(PACKAGE)
+    except PackageNotFoundError:  # imported from a checkout that is not installed
+        installed = "0+unknown"
+    return {
+        "package-name": PACKAGE,
+        "name": "Pulsar rebalance",
+        "description": "Offline, approval-gated rebalancing planner for Apache Pulsar clusters.",
+        "versions": [installed],
+        "integrations": [{"integration-name": "Apache Pulsar", "tags": ["service"]}],
+        "hooks": [{"integration-name": "Apache Pulsar", "python-modules": ["planner.airflow.hooks"]}],
+        "operators": [{"integration-name": "Apache Pulsar", "python-modules": ["planner.airflow.operators"]}],
+        "connection-types": [
+            {
+                "connection-type": CONNECTION_TYPE,
+                "hook-class-name": "planner.airflow.hooks.PulsarAdminHook",
+                "hook-name": "Pulsar admin API",
+                "conn-fields": connection_fields(),
+                "ui-field-behaviour": {
+                    "hidden-fields": UI_FIELD_BEHAVIOUR["hidden_fields"],
+                    "relabeling": UI_FIELD_BEHAVIOUR["relabeling"],
+                    "placeholders": UI_FIELD_BEHAVIOUR["placeholders"],
+                },
+            }
+        ],
+        "plugins": [{"name": "pulsar_rebalance", "plugin-class": "planner.airflow.plugin.PulsarRebalancePlugin"}],
+    }

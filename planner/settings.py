@@ -1,0 +1,364 @@
+"""Every setting of the product, in one place.
+
+Three models, all read through pydantic-settings:
+
+- `PlannerSettings`: where the planner keeps its state and files, which clusters the DAGs serve, the
+  approval gate and the Spark submission. Environment variables `PULSAR_REBALANCE_<FIELD>`; inside
+  Airflow also the Variable `pulsar_rebalance_settings` (a JSON object of the same fields), which the
+  environment overrides.
+- `ExecutorSettings`: the executor's pacing, budgets, TTL, attempts and timeouts. Defaults, then
+  `PULSAR_REBALANCE_EXECUTOR__<FIELD>` (or the Variable's `executor` object), then the cluster's Pulsar
+  connection extras, then the plan DAG's params or the CLI's options, each overriding the one before.
+- `DevClusterSettings`: the local Pulsar cluster the dev tools start (`planner/devtools/`).
+
+`python -m planner.settings` prints the reference table of docs/settings.md, which a test keeps equal to
+the models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from planner.errors import InputError
+from planner.model import DEFAULT_MAX_JSON_BYTES, format_validation_error
+
+ENV_PREFIX = "PULSAR_REBALANCE_"
+AIRFLOW_VARIABLE = "pulsar_rebalance_settings"
+
+
+def _default_home() -> Path:
+    return Path.home() / ".local" / "share" / "pulsar-rebalance"
+
+
+def _seconds(value: object) -> object:
+    """Durations from the environment or a form are seconds ("60"); ISO 8601 durations also work."""
+    if isinstance(value, str):
+        try:
+            return timedelta(seconds=float(value))
+        except ValueError:
+            return value
+    return value
+
+
+Seconds = Annotated[timedelta, BeforeValidator(_seconds)]
+
+
+def _comma_separated(value: object) -> object:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+class Approver(BaseModel):
+    """A user allowed to answer the approval gate: the auth manager's user id, and a name people read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str
+
+    @classmethod
+    def parse(cls, entry: str) -> Approver:
+        user_id, _, name = entry.partition(":")
+        return cls(id=user_id.strip(), name=name.strip() or user_id.strip())
+
+
+class ExecutorSettings(BaseModel):
+    """How an approved plan is executed. Durations are seconds (or ISO 8601 durations)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttl: Seconds = Field(timedelta(hours=6), description="An approved plan is not started after this age.")
+    resume_window: Seconds = Field(
+        timedelta(hours=1), description="A started execution may continue or be resumed this long past the TTL."
+    )
+    actions_per_minute: float = Field(30.0, ge=0, description="Pacing: at most this many actions start per minute.")
+    max_actions: int = Field(100, ge=1, description="A plan with more actions is refused.")
+    max_failures: int = Field(3, ge=1, description="The execution stops after this many failed actions.")
+    attempts_per_action: int = Field(2, ge=1, description="Requests per action before it counts as failed.")
+    verify_timeout_seconds: float = Field(60.0, ge=0, description="How long an action's effect is awaited.")
+    verify_interval_seconds: float = Field(1.0, gt=0, description="Polling interval of the verification.")
+    settle_seconds: float = Field(
+        30.0, ge=0, description="After an unanswered request, wait this long before asking the cluster what happened."
+    )
+    lease: Seconds = Field(
+        timedelta(minutes=5),
+        description="The execution claim's lease, renewed before every request; must outlast one step.",
+    )
+    request_timeout_seconds: float = Field(30.0, gt=0, description="The admin API read timeout during execution.")
+
+    def __init__(self, **values: Any) -> None:
+        # A bad value is an InputError naming the field, like every other bad input.
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, "executor settings")) from None
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_step(self) -> ExecutorSettings:
+        if self.ttl <= timedelta(0):
+            raise ValueError(f"ttl must be positive ({self.ttl})")
+        if self.resume_window < timedelta(0):
+            raise ValueError(f"resume_window must not be negative ({self.resume_window})")
+        step = timedelta(seconds=self.request_timeout_seconds + self.verify_timeout_seconds + self.settle_seconds)
+        if self.lease <= step:
+            raise ValueError(
+                f"lease ({self.lease}) must outlast one step: request timeout + verify timeout + settle time ({step})"
+            )
+        return self
+
+    def overridden(self, values: Mapping[str, Any], what: str) -> ExecutorSettings:
+        """These settings with `values` (connection extras, DAG params) on top; `None` values are skipped."""
+        unknown = sorted(set(values) - set(type(self).model_fields))
+        if unknown:
+            raise InputError(f"{what}: unknown executor setting(s) {unknown}")
+        given = {key: value for key, value in values.items() if value is not None}
+        try:
+            return ExecutorSettings(**{**self.model_dump(), **given})
+        except InputError as error:
+            raise InputError(f"{what}: {error}") from None
+
+
+class _AirflowVariableSource(PydanticBaseSettingsSource):
+    """The Airflow Variable `pulsar_rebalance_settings`: a JSON object with the settings' field names."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # the whole object is returned by __call__
+
+    def __call__(self) -> dict[str, Any]:
+        from airflow.sdk import Variable
+
+        raw = Variable.get(AIRFLOW_VARIABLE, default=None)
+        if raw is None:
+            return {}
+        try:
+            values = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError as error:
+            raise InputError(f"Airflow Variable {AIRFLOW_VARIABLE}: not JSON ({error.msg})") from None
+        if not isinstance(values, dict):
+            raise InputError(f"Airflow Variable {AIRFLOW_VARIABLE}: must be a JSON object")
+        return values
+
+
+class PlannerSettings(BaseSettings):
+    """The product's settings. Environment: `PULSAR_REBALANCE_<FIELD>`; nested executor settings as
+    `PULSAR_REBALANCE_EXECUTOR__<FIELD>`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore", frozen=True, validate_default=True
+    )
+
+    home: Path = Field(
+        default_factory=_default_home,
+        description="The planner's own state: the SQLite store (unless `db_url`), clusters.toml, the local cluster.",
+    )
+    storage: str | None = Field(
+        None,
+        description="Root of the samples dataset and the plan runs' files: a path every Airflow worker and the "
+        "Spark driver share, or a `file://` URI. Default: `home`.",
+    )
+    db_url: SecretStr | None = Field(
+        None,
+        description="SQLAlchemy URL of the store. Inside Airflow the `pulsar_rebalance_db` connection is used when "
+        "this is unset. Default: `sqlite:///<home>/planner.db`.",
+    )
+    clusters: Path | None = Field(None, description="The clusters file of the CLI. Default: `<home>/clusters.toml`.")
+    cluster_names: Annotated[tuple[str, ...], NoDecode] = Field(
+        ("local",),
+        description="Comma-separated clusters the DAGs serve; each needs a `pulsar_<name>` connection.",
+    )
+    plan_profile: str = Field(
+        "hourly",
+        description="When the plan DAGs run: `hourly`, `nightly`, `assets` (after each fresh collect), "
+        "`hourly+assets`, or a cron expression.",
+    )
+    approval_timeout: Seconds = Field(
+        timedelta(hours=4), description="Seconds the approval gate waits; then it rejects the plan."
+    )
+    approvers: Annotated[tuple[Approver, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated `ID[:Name]` of the users who may answer the gate; empty: anyone Airflow lets.",
+    )
+    spark_local_ip: str = Field("127.0.0.1", description="Address the Spark driver binds (loopback for local masters).")
+    measure_wait: float = Field(
+        120.0, ge=0, description="Seconds the report task waits for load reports newer than the execution."
+    )
+    max_json_bytes: int = Field(DEFAULT_MAX_JSON_BYTES, gt=0, description="Size limit of JSON files read.")
+    failpoint: str | None = Field(
+        None, description="Testing only: stop the process at the named step boundary (`NAME[#N]`)."
+    )
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings, description="See the executor's table.")
+
+    _read_airflow_variable: ClassVar[bool] = False
+
+    @field_validator("cluster_names", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        return _comma_separated(value)
+
+    @field_validator("approvers", mode="before")
+    @classmethod
+    def _split_approvers(cls, value: object) -> object:
+        value = _comma_separated(value)
+        if isinstance(value, tuple | list):
+            return tuple(Approver.parse(item) if isinstance(item, str) else item for item in value)
+        return value
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        if cls._read_airflow_variable:
+            return init_settings, env_settings, _AirflowVariableSource(settings_cls)
+        return init_settings, env_settings
+
+    @property
+    def storage_root(self) -> Path:
+        """Where samples and plan files live (a shared path; object stores come with the Spark cluster)."""
+        if self.storage is None:
+            return self.home
+        if self.storage.startswith("file://"):
+            return Path(self.storage.removeprefix("file://"))
+        if "://" in self.storage:
+            raise InputError(f"setting storage: {self.storage!r} is not a local path or file:// URI")
+        return Path(self.storage).expanduser()
+
+    @property
+    def database_url(self) -> str | None:
+        return self.db_url.get_secret_value() if self.db_url else None
+
+
+class AirflowPlannerSettings(PlannerSettings):
+    """The same settings inside Airflow, where the Variable `pulsar_rebalance_settings` also counts."""
+
+    _read_airflow_variable: ClassVar[bool] = True
+
+
+def planner_settings(*, airflow: bool = False) -> PlannerSettings:
+    """The settings as configured now; errors name the setting."""
+    model = AirflowPlannerSettings if airflow else PlannerSettings
+    try:
+        return model()
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, "settings")) from None
+
+
+def planner_home() -> Path:
+    return planner_settings().home
+
+
+def storage_root() -> Path:
+    return planner_settings().storage_root
+
+
+def cache_home() -> Path:
+    """Downloads that can be fetched again (the Pulsar distribution), outside any repository."""
+    configured = os.environ.get("XDG_CACHE_HOME")
+    return (Path(configured) if configured else Path.home() / ".cache") / "pulsar-rebalance"
+
+
+class DevClusterSettings(BaseSettings):
+    """The local Pulsar cluster of the dev tools (`pulsar-rebalance local-cluster`, the demo, the tests)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    cache: Path | None = Field(
+        None, description="Pulsar downloads. Default: `$XDG_CACHE_HOME/pulsar-rebalance/pulsar` (`~/.cache`)."
+    )
+    pulsar_version: str = Field("4.2.4", description="The Pulsar release the local cluster runs.")
+    cluster: str = Field("local", description="The local cluster's name.")
+    zk_port: int = Field(12181, description="ZooKeeper's port.")
+    bookie_port: int = Field(13181, description="The bookie's port.")
+    web_port: int = Field(18081, description="The first broker's admin (web) port; broker i uses this + i.")
+    broker_port: int = Field(16651, description="The first broker's binary protocol port; broker i uses this + i.")
+    start_timeout: float = Field(300.0, gt=0, description="Seconds to wait for the cluster to start.")
+    broker_mem: str = Field("-Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m", description="Each broker's JVM memory.")
+    local_auth: str = Field("none", description="`none`, or `token`: Pulsar's JWT authentication on the brokers.")
+
+
+def reference_markdown() -> str:
+    """The settings reference (docs/settings.md), generated from the models above."""
+    lines = [
+        "# Settings reference",
+        "",
+        "Generated by `python -m planner.settings` from `planner/settings.py`; a test keeps the two equal.",
+        "",
+        "Environment variables override the Airflow Variable `pulsar_rebalance_settings` (a JSON object with "
+        "the field names below; `executor` as a nested object), which overrides the defaults.",
+    ]
+    sections = [
+        ("Planner", PlannerSettings, ENV_PREFIX, "Read by the CLI, the DAGs and the review pages."),
+        (
+            "Executor",
+            ExecutorSettings,
+            f"{ENV_PREFIX}EXECUTOR__",
+            "Also set per cluster by the Pulsar connection's extras, and per run by the plan DAG's params or the "
+            "CLI's `execute` options (same names), which win in that order.",
+        ),
+        (
+            "Local cluster (dev tools)",
+            DevClusterSettings,
+            ENV_PREFIX,
+            "Read by `pulsar-rebalance local-cluster` and the demo.",
+        ),
+    ]
+    for title, model, prefix, where in sections:
+        lines += ["", f"## {title}", "", where, "", "| setting | environment variable | default | meaning |"]
+        lines.append("|---|---|---|---|")
+        for name, field in model.model_fields.items():
+            if name == "executor":
+                continue
+            lines.append(
+                f"| `{name}` | `{prefix}{name.upper()}` | {_default_text(field)} | {field.description or ''} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _default_text(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        return "see meaning"
+    value = field.default
+    if value is None or value == ():
+        return "—"
+    if isinstance(value, tuple):
+        return f"`{','.join(map(str, value))}`"
+    if isinstance(value, timedelta):
+        return f"`{int(value.total_seconds())}` s"
+    return f"`{value}`"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")
