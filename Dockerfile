@@ -22,13 +22,14 @@ RUN mkdir -p /opt/pulsar-rebalance/home \
 USER airflow
 
 # Dependencies first, in their own layer, so that a change to the source does not download pyspark again.
-COPY --chown=airflow:0 pyproject.toml /tmp/pulsar-rebalance/pyproject.toml
+COPY --chown=airflow:0 pyproject.toml constraints.txt /tmp/pulsar-rebalance/
 # The package's requirements and those of its airflow, spark, postgres and devcluster extras.
 RUN python -c "import tomllib; project = tomllib.load(open('/tmp/pulsar-rebalance/pyproject.toml', 'rb'))['project']; \
 extras = ('airflow', 'spark', 'postgres', 'devcluster'); \
 print('\n'.join(project['dependencies'] + [r for e in extras for r in project['optional-dependencies'][e]]))" \
         > /tmp/pulsar-rebalance/requirements.txt \
-    && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /tmp/pulsar-rebalance/requirements.txt
+    && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /tmp/pulsar-rebalance/requirements.txt \
+        -c /tmp/pulsar-rebalance/constraints.txt
 
 COPY --chown=airflow:0 . /opt/airflow/pulsar-rebalance
 RUN pip install --no-cache-dir --no-deps /opt/airflow/pulsar-rebalance \

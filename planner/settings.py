@@ -96,7 +96,7 @@ class ExecutorSettings(BaseModel):
         timedelta(hours=1), description="A started execution may continue or be resumed this long past the TTL."
     )
     actions_per_minute: float = Field(30.0, ge=0, description="Pacing: at most this many actions start per minute.")
-    max_actions: int = Field(100, ge=1, description="A plan with more actions is refused.")
+    max_actions: int = Field(100, ge=1, description="At most this many actions per run; a rerun continues.")
     max_failures: int = Field(3, ge=1, description="The execution stops after this many failed actions.")
     attempts_per_action: int = Field(2, ge=1, description="Requests per action before it counts as failed.")
     verify_timeout_seconds: float = Field(60.0, ge=0, description="How long an action's effect is awaited.")

@@ -146,10 +146,12 @@ class PlannerStoreHook(BaseHook):
         from airflow.exceptions import AirflowNotFoundException
 
         try:
-            uri = self.get_connection(self.store_conn_id).get_uri()
+            connection = self.get_connection(self.store_conn_id)
         except AirflowNotFoundException:
             return default_database_url()
-        url = make_url(uri)
+        if connection.conn_type == "sqlite":  # Airflow's sqlite connection keeps the file's path as its host
+            return f"sqlite:///{connection.host}"
+        url = make_url(connection.get_uri())
         if url.drivername in {"postgres", "postgresql"}:
             url = url.set(drivername="postgresql+psycopg")  # Airflow writes postgres://, SQLAlchemy wants this
         return url.render_as_string(hide_password=False)

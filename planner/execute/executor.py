@@ -628,6 +628,8 @@ def execute_plan(
                     approver=approval.approver,
                     resumed=started is not None,
                     claimedBy=holder,
+                    # Which pacing, budgets and timeouts this run used, wherever each came from.
+                    settings=settings.model_dump(mode="json"),
                 )
             )
 

@@ -185,6 +185,17 @@ class AirflowServer:
         return session
 
 
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """SIGTERM to the process's group (started with `start_new_session`), SIGKILL if it outlives `timeout`."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, 15)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+
+
 @contextlib.contextmanager
 def airflow_api_server(env: Mapping[str, str], users: Mapping[str, str]) -> Iterator[AirflowServer]:
     """`users`: name → role (viewer, user, op, admin). Logins need passwords: anonymous access is off."""
@@ -218,12 +229,7 @@ def airflow_api_server(env: Mapping[str, str], users: Mapping[str, str]) -> Iter
             time.sleep(1)
         yield AirflowServer(url, passwords)
     finally:
-        os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.wait()
+        stop_process_group(process)
         log.close()
 
 

@@ -126,7 +126,7 @@ def test_pages_render_filter_and_chart_in_chromium(page, server, plan):
     page.screenshot(path=SCREENSHOTS / "plan-detail.png", full_page=True)
 
     page.click("text=cluster load history")
-    page.wait_for_url(f"**/pulsar-planner/collect/clusters/{plan['cluster']}")
+    page.wait_for_url(f"**/pulsar-planner/clusters/{plan['cluster']}")
     assert page.locator("#history-chart svg").count() == 1
     assert page.locator("#executions tbody tr").count() == 1
     page.screenshot(path=SCREENSHOTS / "cluster-history.png", full_page=True)
