@@ -25,6 +25,7 @@ from airflow.task.trigger_rule import TriggerRule
 
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.operators import PlanApprovalOperator
+from planner.airflow.provider import executor_json_types
 from planner.airflow.schedule import plan_schedule, samples_asset_name
 from planner.plan.shedding.registry import STRATEGIES
 from planner.settings import ExecutorSettings, PlannerSettings, planner_settings
@@ -45,11 +46,11 @@ def plan_job_file() -> str:
 
 def _executor_params() -> dict[str, Param]:
     """One optional param per executor setting; empty means the connection's extra or the configured value."""
-    params = {}
-    for name, field in ExecutorSettings.model_fields.items():
-        kind = "integer" if field.annotation in {int, "int"} else "number"
-        params[name] = Param(None, type=[kind, "null"], description=f"Executor: {field.description}")
-    return params
+    fields = ExecutorSettings.model_fields
+    return {
+        name: Param(None, type=[kind, "null"], description=f"Executor: {fields[name].description}")
+        for name, kind in executor_json_types().items()
+    }
 
 
 def collect_dag() -> DAG:

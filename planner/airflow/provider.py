@@ -12,17 +12,22 @@ PACKAGE = "pulsar-rebalance"
 CONNECTION_TYPE = "pulsar"
 
 
+def executor_json_types() -> dict[str, str]:
+    """Each executor setting's JSON schema type, for the connection form and the plan DAG's params
+    (durations are given in seconds)."""
+    kinds = {int: "integer"}
+    return {name: kinds.get(field.annotation, "number") for name, field in ExecutorSettings.model_fields.items()}
+
+
 def _executor_form_fields() -> dict[str, Any]:
-    kinds = {"int": "integer", "float": "number"}
-    fields = {}
-    for name, field in ExecutorSettings.model_fields.items():
-        kind = kinds.get(getattr(field.annotation, "__name__", str(field.annotation)), "number")
-        fields[name] = {
+    return {
+        name: {
             "label": f"Executor: {name.replace('_', ' ')}",
             "schema": {"type": [kind, "null"]},
-            "description": f"{field.description} Empty: the configured default.",
+            "description": f"{ExecutorSettings.model_fields[name].description} Empty: the configured default.",
         }
-    return fields
+        for name, kind in executor_json_types().items()
+    }
 
 
 def connection_fields() -> dict[str, Any]:
