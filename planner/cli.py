@@ -26,10 +26,10 @@ from planner.collect.admin_client import AdminError
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config
-from planner.errors import InputError
+from planner.errors import InputError, format_validation_error
 from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
-from planner.model import format_validation_error, parse_json_document, read_load_data
+from planner.model import parse_json_document, read_load_data
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,

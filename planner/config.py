@@ -16,8 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from planner.errors import InputError
-from planner.model import format_validation_error
+from planner.errors import InputError, format_validation_error
 from planner.versions import PulsarVersion
 
 logger = logging.getLogger(__name__)

@@ -17,8 +17,9 @@ import pydantic_core
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from planner.errors import InputError
+from planner.errors import InputError, format_validation_error, malformed_json_message
 from planner.plan.bundles.bundle_range import check_bundle_name
+from planner.settings import DEFAULT_MAX_JSON_BYTES, planner_settings
 
 # Pulsar's ModularLoadManagerImpl constants (not configuration).
 NUM_SHORT_SAMPLES = 10
@@ -27,13 +28,7 @@ NUM_LONG_SAMPLES = 1000
 DEFAULT_MESSAGE_RATE = 50.0
 DEFAULT_MESSAGE_THROUGHPUT = 50000.0
 
-# Input limits. A LoadData of 10,000 brokers with 100,000 bundles is about 60 MiB of JSON.
-DEFAULT_MAX_JSON_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES_ENV = "PULSAR_REBALANCE_MAX_JSON_BYTES"
-# Fixed by pydantic's JSON parser (jiter: 200 levels below the outermost value); Pulsar's documents nest
-# at most 6 levels.
-MAX_JSON_DEPTH = 201
-_PARSER_DEPTH_MESSAGE = "recursion limit exceeded"
 
 # Pulsar's counters and timestamps are Java longs; a larger value cannot come from a broker.
 JAVA_LONG_MAX = 2**63 - 1
@@ -197,36 +192,8 @@ class LoadData(PulsarRecord):
 RecordT = TypeVar("RecordT", bound=PulsarRecord)
 
 
-def format_validation_error(error: ValidationError, what: str) -> str:
-    """One line naming the object and the path of the first bad field, e.g. `brokers['h:8080'].cpu.usage`."""
-    first = error.errors(include_url=False)[0]
-    path = ""
-    for part in first["loc"]:
-        if part == "[key]":
-            path += " (key)"
-        elif isinstance(part, int) or (isinstance(part, str) and not part.isidentifier()):
-            path += f"[{part!r}]"
-        else:
-            path += f".{part}" if path else str(part)
-    message = first["msg"].removeprefix("Value error, ")
-    if first["type"] == "json_invalid":
-        return _malformed_json_message(message.removeprefix("Invalid JSON: "), what)
-    if first["type"] not in {"missing", "value_error"} and "input" in first:
-        message += f" (got {_short_repr(first['input'])})"
-    more = error.error_count() - 1
-    suffix = f" (+{more} more errors)" if more > 0 else ""
-    return f"invalid {what}: {path or '<root>'}: {message}{suffix}"
-
-
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def max_json_bytes(default: int = DEFAULT_MAX_JSON_BYTES) -> int:
     """The size limit of JSON documents read from files: `PULSAR_REBALANCE_MAX_JSON_BYTES`, else `default`."""
-    from planner.settings import planner_settings  # settings import this module
-
     settings = planner_settings()
     return settings.max_json_bytes if "max_json_bytes" in settings.model_fields_set else default
 
@@ -241,12 +208,6 @@ def _check_size(text: str | bytes, what: str, max_bytes: int | None) -> None:
         )
 
 
-def _malformed_json_message(parser_message: str, what: str) -> str:
-    if parser_message.startswith(_PARSER_DEPTH_MESSAGE):
-        return f"invalid {what}: JSON nested deeper than the limit of {MAX_JSON_DEPTH} levels ({parser_message})"
-    return f"invalid {what}: malformed JSON: {parser_message}"
-
-
 def parse_json_document(text: str | bytes, what: str, *, max_bytes: int | None = None) -> Any:
     """Parse a JSON document (state files, admin API answers) within the size and nesting limits.
 
@@ -257,7 +218,7 @@ def parse_json_document(text: str | bytes, what: str, *, max_bytes: int | None =
     try:
         return pydantic_core.from_json(text)
     except ValueError as error:
-        raise InputError(_malformed_json_message(str(error), what)) from None
+        raise InputError(malformed_json_message(str(error), what)) from None
 
 
 def _validate_json(model: type[RecordT], text: str | bytes, what: str, max_bytes: int | None) -> RecordT:

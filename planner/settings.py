@@ -42,10 +42,11 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from planner.errors import InputError
-from planner.model import DEFAULT_MAX_JSON_BYTES, format_validation_error
+from planner.errors import InputError, format_validation_error
 
 ENV_PREFIX = "PULSAR_REBALANCE_"
+# A LoadData of 10,000 brokers with 100,000 bundles is about 60 MiB of JSON.
+DEFAULT_MAX_JSON_BYTES = 256 * 1024 * 1024
 AIRFLOW_VARIABLE = "pulsar_rebalance_settings"
 
 
@@ -110,13 +111,6 @@ class ExecutorSettings(BaseModel):
     )
     request_timeout_seconds: float = Field(30.0, gt=0, description="The admin API read timeout during execution.")
 
-    def __init__(self, **values: Any) -> None:
-        # A bad value is an InputError naming the field, like every other bad input.
-        try:
-            super().__init__(**values)
-        except ValidationError as error:
-            raise InputError(format_validation_error(error, "executor settings")) from None
-
     @model_validator(mode="after")
     def _lease_outlasts_a_step(self) -> ExecutorSettings:
         if self.ttl <= timedelta(0):
@@ -136,10 +130,15 @@ class ExecutorSettings(BaseModel):
         if unknown:
             raise InputError(f"{what}: unknown executor setting(s) {unknown}")
         given = {key: value for key, value in values.items() if value is not None}
+        return ExecutorSettings.build({**self.model_dump(), **given}, what)
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any], what: str = "executor settings") -> ExecutorSettings:
+        """Settings from `values`; a bad value is an InputError naming `what` and the field."""
         try:
-            return ExecutorSettings(**{**self.model_dump(), **given})
-        except InputError as error:
-            raise InputError(f"{what}: {error}") from None
+            return cls.model_validate(values)
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, what)) from None
 
 
 class _AirflowVariableSource(PydanticBaseSettingsSource):
@@ -273,7 +272,9 @@ def planner_settings(*, airflow: bool = False) -> PlannerSettings:
     try:
         return model()
     except ValidationError as error:
-        raise InputError(format_validation_error(error, "settings")) from None
+        location = [str(part) for part in error.errors(include_url=False)[0]["loc"] if isinstance(part, str)]
+        variable = ENV_PREFIX + "__".join(location).upper()
+        raise InputError(f"{format_validation_error(error, 'settings')} (set by {variable})") from None
 
 
 def planner_home() -> Path:

@@ -15,8 +15,7 @@ from sqlalchemy.engine import make_url
 from planner.airflow.provider import CONNECTION_TYPE, UI_FIELD_BEHAVIOUR
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings
-from planner.errors import InputError
-from planner.model import format_validation_error
+from planner.errors import InputError, format_validation_error
 from planner.settings import ExecutorSettings, planner_settings
 from planner.store.database import Store, default_database_url
 

@@ -25,8 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from planner.collect.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient
-from planner.errors import InputError
-from planner.model import format_validation_error
+from planner.errors import InputError, format_validation_error
 from planner.settings import planner_settings
 
 

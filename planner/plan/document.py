@@ -19,8 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from planner.errors import InputError
-from planner.model import format_validation_error
+from planner.errors import InputError, format_validation_error
 
 # What an action's admin call is made of: an approval binds exactly these, in order, and nothing else
 # (the reason and the predicted traffic are for the reviewer; they do not change what is sent).

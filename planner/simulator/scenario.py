@@ -26,8 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from planner.errors import InputError
-from planner.model import format_validation_error
+from planner.errors import InputError, format_validation_error
 from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, check_bundle_name
 
 MIB = 1024 * 1024

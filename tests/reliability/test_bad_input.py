@@ -27,17 +27,16 @@ from hypothesis import strategies as st
 
 from planner.cli import main
 from planner.collect.admin_client import AdminError, PulsarAdminClient
-from planner.errors import InputError
+from planner.errors import MAX_JSON_DEPTH, InputError
 from planner.model import (
-    DEFAULT_MAX_JSON_BYTES,
     MAX_JSON_BYTES_ENV,
-    MAX_JSON_DEPTH,
     load_data_from_json,
     local_broker_data_from_json,
     parse_json_document,
     read_load_data,
 )
 from planner.plan.shedding.registry import STRATEGIES
+from planner.settings import DEFAULT_MAX_JSON_BYTES
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 
 pytestmark = pytest.mark.reliability

@@ -176,9 +176,11 @@ def test_lifecycles_refuse_edges_their_table_does_not_have(store):
 
 def test_executor_settings_refuse_a_lease_shorter_than_one_step():
     with pytest.raises(InputError, match="lease"):
-        ExecutorSettings(lease=timedelta(seconds=60), request_timeout_seconds=30, verify_timeout_seconds=60)
+        ExecutorSettings.build(
+            {"lease": timedelta(seconds=60), "request_timeout_seconds": 30, "verify_timeout_seconds": 60}
+        )
     with pytest.raises(InputError, match="max_actions"):
-        ExecutorSettings(max_actions=0)
+        ExecutorSettings.build({"max_actions": 0})
 
 
 def test_cli_approve_records_the_os_user_and_the_name_given(store, capsys, monkeypatch):

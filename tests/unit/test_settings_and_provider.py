@@ -50,7 +50,9 @@ def test_environment_values_are_parsed_and_bad_ones_name_the_setting(monkeypatch
     assert settings.executor.max_actions == 5 and settings.executor.ttl == timedelta(hours=6)
     assert settings.storage_root == Path("/mnt/shared/rebalance")
     monkeypatch.setenv("PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS", "many")
-    with pytest.raises(InputError, match="max_actions"):
+    with pytest.raises(
+        InputError, match=r"executor\.max_actions: .* \(set by PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS\)"
+    ):
         planner_settings()
     monkeypatch.setenv("PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS", "5")
     monkeypatch.setenv("PULSAR_REBALANCE_STORAGE", "ftp://elsewhere/x")
@@ -68,7 +70,7 @@ def test_executor_settings_layer_and_refuse_unknown_or_bad_values():
     with pytest.raises(InputError, match=r"run params: .*max_failures"):
         base.overridden({"max_failures": 0}, "run params")
     with pytest.raises(InputError, match="lease"):
-        ExecutorSettings(lease=10)
+        ExecutorSettings.build({"lease": 10})
 
 
 @pytest.fixture
