@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import signal
 
-from planner.settings import planner_settings
+from planner.settings import ENV_PREFIX, planner_settings
+
+ENV = f"{ENV_PREFIX}FAILPOINT"  # the variable that sets it (planner/settings.py, `failpoint`)
 
 _hits: dict[str, int] = {}
 
