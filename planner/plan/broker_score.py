@@ -6,33 +6,9 @@ Boundary decisions such as "gap < 15 points" depend on the float32 rounding (60/
 
 from __future__ import annotations
 
-import struct
-
 from planner.config import PulsarConfig, ResourceWeights
-from planner.model import LocalBrokerData, ResourceUsage
-
-_FLOAT32 = struct.Struct("f")
-
-
-def to_float32(value: float) -> float:
-    """Round a double to the nearest float32, as a Java `(float)` cast does."""
-    try:
-        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
-    except OverflowError:
-        return float("inf") if value > 0 else float("-inf")
-
-
-def percent_usage(resource: ResourceUsage) -> float:
-    """`ResourceUsage.percentUsage()`: float32 `usage / limit * 100`, 0 when the limit is unknown (<= 0)."""
-    if resource.limit <= 0:
-        return 0.0
-    usage, limit = to_float32(resource.usage), to_float32(resource.limit)
-    if limit == 0.0:
-        # A positive limit below float32's smallest value: Java's float division gives Infinity (NaN for a
-        # zero usage, which the planner counts as 0 rather than let it poison every comparison).
-        return float("inf") if usage > 0 else 0.0
-    proportion = to_float32(usage / limit)
-    return to_float32(proportion * 100)
+from planner.java_numbers import percent_usage, to_float32
+from planner.model import LocalBrokerData
 
 
 def max_resource_usage_with_weight(broker: LocalBrokerData, weights: ResourceWeights) -> float:

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from planner.config import PulsarConfig, ResourceWeights
+from planner.java_numbers import percent_usage
 from planner.model import LoadData
-from planner.plan.broker_score import percent_usage
 from planner.plan.usage_model import ResourceFit, Traffic, UsageModels, broker_traffic, resolved_models
 
 

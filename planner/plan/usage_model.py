@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from planner.model import LoadData
-from planner.plan.broker_score import percent_usage
+from planner.java_numbers import percent_usage
+
+if TYPE_CHECKING:  # executors fit the models with only numpy, pandas and pyarrow: no pydantic there
+    from planner.model import LoadData
 
 RESOURCES = ("cpu", "bandwidthIn", "bandwidthOut")
 # One hour of 5-minute collections: fewer samples say little about a broker's costs.

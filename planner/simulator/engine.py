@@ -27,8 +27,9 @@ import numpy as np
 
 from planner.config import MIB, PulsarConfig
 from planner.errors import InputError
+from planner.java_numbers import percent_usage
 from planner.model import LoadData, LocalBrokerData
-from planner.plan.broker_score import broker_usage, percent_usage
+from planner.plan.broker_score import broker_usage
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.pipeline import PlacementSession, select_broker
 from planner.plan.planning import make_plan

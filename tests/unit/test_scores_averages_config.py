@@ -8,8 +8,9 @@ import pytest
 
 from planner.config import PulsarConfig, load_config, read_properties
 from planner.errors import InputError
+from planner.java_numbers import percent_usage
 from planner.model import NamespaceBundleStats, TimeAverageMessageData, default_bundle_data
-from planner.plan.broker_score import broker_usage, max_resource_usage, percent_usage
+from planner.plan.broker_score import broker_usage, max_resource_usage
 from planner.samples.time_average import update_bundle_data, update_time_average
 from tests.builders import broker, usage
 
