@@ -20,8 +20,10 @@ def samples_asset_name(cluster: str) -> str:
 
 def plan_schedule(cluster: str, profile: str | None = None) -> Any:
     """`hourly` (default), `nightly`, `assets` (after each fresh collect of the cluster), `hourly+assets`
-    (whichever comes first), or a cron expression."""
+    (whichever comes first), a cron expression, or `manual` (only when triggered)."""
     profile = profile or planner_settings(airflow=True).plan_profile
+    if profile == "manual":
+        return None
     samples = Asset(samples_asset_name(cluster))
     if profile == "assets":
         return [samples]

@@ -197,7 +197,7 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
         "SPARK_LOCAL_IP": "127.0.0.1",
         # The settings a deployment sets in the environment: the clusters, when plans run, shared storage.
         "PULSAR_REBALANCE_CLUSTER_NAMES": cluster,
-        "PULSAR_REBALANCE_PLAN_PROFILE": "0 0 1 1 *",  # no scheduled plan run during the test
+        "PULSAR_REBALANCE_PLAN_PROFILE": "manual",  # no scheduled plan run during the test
         "PULSAR_REBALANCE_STORAGE": shared.as_uri(),
     }
     if os.environ.get("JAVA_HOME"):

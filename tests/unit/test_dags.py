@@ -62,7 +62,7 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
 
 @pytest.mark.parametrize(
     ("profile", "expected"),
-    [("hourly", "0 * * * *"), ("nightly", "0 2 * * *"), ("*/30 * * * *", "*/30 * * * *")],
+    [("hourly", "0 * * * *"), ("nightly", "0 2 * * *"), ("*/30 * * * *", "*/30 * * * *"), ("manual", None)],
 )
 def test_plan_schedule_profiles_by_time(profile, expected, monkeypatch):
     from planner.airflow.schedule import plan_schedule
