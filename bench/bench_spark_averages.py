@@ -51,8 +51,8 @@ from spark_jobs.plan_job import (
     Averaging,
     bundle_averages,
     read_table,
-    spark_session,
 )
+from spark_jobs.session import spark_session
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SNAPSHOTS_PER_FILE = 60  # one file per hour: never across a date partition

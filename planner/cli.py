@@ -25,10 +25,11 @@ from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import AdminError
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
-from planner.config import PulsarConfig, load_config
+from planner.config import PulsarConfig, load_config, parse_assignments
 from planner.errors import InputError, format_validation_error
 from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
+from planner.maven import MavenError
 from planner.model import parse_json_document, read_load_data
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
@@ -270,7 +271,15 @@ def command_plan(args: argparse.Namespace) -> None:
         history=args.history,
         include_splits=not args.no_splits,
     )
-    outcome = run_plan(_store(args), samples_root(storage_root()), request, master=args.master, run_id=args.run_id)
+    spark_conf = parse_assignments(args.spark_conf, "--conf")
+    outcome = run_plan(
+        _store(args),
+        samples_root(storage_root()),
+        request,
+        master=args.master,
+        spark_conf=spark_conf,
+        run_id=args.run_id,
+    )
     _print_json(
         {
             "plans": [
@@ -381,7 +390,7 @@ def command_local_cluster(args: argparse.Namespace) -> None:
             local_cluster.stop()
         else:
             local_cluster.wipe()
-    except local_cluster.LocalClusterError as error:
+    except (local_cluster.LocalClusterError, MavenError) as error:
         raise InputError(f"local-cluster {args.action}: {error}") from None
 
 
@@ -522,7 +531,19 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--strategy", default="AvgShedder")
     plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
     plan.add_argument("--history", default="7d", help="how far back samples are read")
-    plan.add_argument("--master", default="local[*]", help="Spark master URL")
+    plan.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[N], spark://HOST:PORT, yarn, k8s://..., or a Spark Connect endpoint sc://HOST:PORT",
+    )
+    plan.add_argument(
+        "--conf",
+        dest="spark_conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable), e.g. spark.pyspark.python=/opt/python/bin/python3 for the workers",
+    )
     plan.add_argument("--run-id", help="identifies the run; a retried commit of the same run changes nothing")
     plan.add_argument("--no-splits", action="store_true", help="plan unloads only")
     _add_config_options(plan)

@@ -223,13 +223,13 @@ class PulsarConfig(BaseModel):
         return self.shedding_grace_period_minutes * 60 * 1000
 
 
-def parse_assignments(assignments: Iterable[str]) -> dict[str, str]:
-    """`KEY=VALUE` strings (from `--set`) into a mapping; the last of a repeated key wins."""
+def parse_assignments(assignments: Iterable[str], option: str = "--set") -> dict[str, str]:
+    """`KEY=VALUE` strings (from `--set`, or the named option) into a mapping; the last of a repeated key wins."""
     parsed: dict[str, str] = {}
     for assignment in assignments:
         key, separator, value = assignment.partition("=")
         if not separator or not key.strip():
-            raise InputError(f"invalid --set {assignment!r}: expected KEY=VALUE")
+            raise InputError(f"invalid {option} {assignment!r}: expected KEY=VALUE")
         parsed[key.strip()] = value.strip()
     return parsed
 

@@ -176,8 +176,10 @@ class PlannerSettings(BaseSettings):
     )
     storage: str | None = Field(
         None,
-        description="Root of the samples dataset and the plan runs' files: a path every Airflow worker and the "
-        "Spark driver share, or a `file://` URI. Default: `home`.",
+        description="Root of the samples dataset, the snapshots' archives and the plan runs' files: a path every "
+        "Airflow worker and the Spark job share, a `file://` URI, or an object store's `s3://bucket/prefix` (with "
+        "pyarrow's options as a query string, e.g. `?endpoint_override=host:9000&scheme=http`; credentials from the "
+        "AWS environment). Default: `home`.",
     )
     db_url: SecretStr | None = Field(
         None,
@@ -192,7 +194,7 @@ class PlannerSettings(BaseSettings):
     plan_profile: str = Field(
         "hourly",
         description="When the plan DAGs run: `hourly`, `nightly`, `assets` (after each fresh collect), "
-        "`hourly+assets`, or a cron expression.",
+        "`hourly+assets`, a cron expression, or `manual` (only when triggered).",
     )
     approval_timeout: Seconds = Field(
         timedelta(hours=4), description="Seconds the approval gate waits; then it rejects the plan."
@@ -245,15 +247,11 @@ class PlannerSettings(BaseSettings):
         return init_settings, env_settings
 
     @property
-    def storage_root(self) -> Path:
-        """Where samples and plan files live (a shared path; object stores come with the Spark cluster)."""
-        if self.storage is None:
-            return self.home
-        if self.storage.startswith("file://"):
-            return Path(self.storage.removeprefix("file://"))
-        if "://" in self.storage:
-            raise InputError(f"setting storage: {self.storage!r} is not a local path or file:// URI")
-        return Path(self.storage).expanduser()
+    def storage_root(self) -> str:
+        """Where samples, archives and plan files live, as a URI (`planner.storage`)."""
+        from planner.storage import check_root
+
+        return check_root(self.storage if self.storage is not None else self.home)
 
     @property
     def database_url(self) -> str | None:
@@ -281,7 +279,7 @@ def planner_home() -> Path:
     return planner_settings().home
 
 
-def storage_root() -> Path:
+def storage_root() -> str:
     return planner_settings().storage_root
 
 

@@ -1,18 +1,31 @@
-"""Files the stages hand each other (a plan run's input and output), addressed by URI.
+"""Where the stages keep their files, addressed by URI: the samples dataset, the snapshots' archives and the plan
+runs' input and output.
 
-Tasks of one DAG run may run on different machines, so they pass each other URIs under the configured
-storage root (`planner.settings`, `storage`), never paths of their own disk. pyarrow's filesystems
-resolve a URI (`file:///shared/...`, or an object store's) or an absolute path.
+Tasks of one DAG run may run on different machines, and the Spark job on a cluster, so files are named by URI
+under the configured storage root (`planner.settings`, `storage`), never by a path of one machine's disk:
+
+- a local or shared path, or a `file://` URI;
+- an object store, `s3://bucket/prefix`, optionally with pyarrow's S3 options as a query string
+  (`?endpoint_override=host:port&scheme=http&region=us-east-1` for an S3-compatible server). Credentials come
+  from the AWS environment (`AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, a profile, an instance role), never
+  from the URI: URIs travel through XCom and logs.
+
+pyarrow's filesystems do the I/O here; the Spark job reads the same locations as `s3a://` (`spark_uri`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from pyarrow import fs
 
 from planner.errors import InputError
+
+SCHEMES = ("file", "s3")
 
 
 def to_uri(location: str | Path) -> str:
@@ -21,32 +34,124 @@ def to_uri(location: str | Path) -> str:
     return text if "://" in text else Path(text).expanduser().resolve().as_uri()
 
 
+def check_root(location: str | Path, what: str = "setting storage") -> str:
+    """The storage root as a URI; refused when its scheme is unknown or it carries credentials."""
+    uri = to_uri(location)
+    parts = urlsplit(uri)
+    if parts.scheme not in SCHEMES:
+        raise InputError(f"{what}: {uri!r} is not a path, a file:// or an s3:// URI")
+    if parts.username or parts.password:
+        raise InputError(f"{what}: credentials do not belong in the URI; use the AWS environment (AWS_ACCESS_KEY_ID)")
+    if parts.scheme == "s3" and not parts.netloc:
+        raise InputError(f"{what}: {uri!r} names no bucket")
+    return uri
+
+
 def join(uri: str, *parts: str) -> str:
-    return "/".join([uri.rstrip("/"), *(part.strip("/") for part in parts)])
+    """`uri` with path parts appended; an object store's query string stays at the end."""
+    base, _, query = uri.partition("?")
+    joined = "/".join([base.rstrip("/"), *(part.strip("/") for part in parts)])
+    return f"{joined}?{query}" if query else joined
 
 
 def _resolve(uri: str) -> tuple[fs.FileSystem, str]:
     try:
         return fs.FileSystem.from_uri(to_uri(uri))
     except (ValueError, OSError) as error:
-        raise InputError(f"storage location {uri!r}: {error}") from None
+        raise InputError(f"storage location {display(uri)!r}: {error}") from None
+
+
+def display(uri: str) -> str:
+    """A location as people read it: without the query string (endpoint options)."""
+    return str(uri).partition("?")[0]
+
+
+def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
+    """pyarrow's filesystem for `uri` and the path within it (for pyarrow.dataset and pyarrow.parquet)."""
+    return _resolve(uri)
 
 
 def read_bytes(uri: str, what: str) -> bytes:
-    filesystem, path = _resolve(uri)
+    filesystem_, path = _resolve(uri)
     try:
-        with filesystem.open_input_stream(path) as stream:
+        # The bytes as stored: pyarrow would otherwise decompress by the name's extension (.gz).
+        with filesystem_.open_input_stream(path, compression=None) as stream:
             return stream.read()
     except FileNotFoundError:
-        raise InputError(f"{what}: {uri} does not exist") from None
+        raise InputError(f"{what}: {display(uri)} does not exist") from None
+
+
+def _temporary(path: str) -> str:
+    """A name beside `path` that dataset readers skip (a leading dot), unique to this process."""
+    parent, _, name = path.rpartition("/")
+    return f"{parent}/.{name}.{os.getpid()}.tmp"
 
 
 def write_bytes(uri: str, data: bytes) -> None:
     """Write whole or not at all: to a temporary name beside the target, then moved over it."""
-    filesystem, path = _resolve(uri)
-    parent = path.rsplit("/", 1)[0]
-    filesystem.create_dir(parent, recursive=True)
-    temporary = f"{parent}/.{path.rsplit('/', 1)[1]}.{os.getpid()}.tmp"
-    with filesystem.open_output_stream(temporary) as stream:
+    filesystem_, path = _resolve(uri)
+    filesystem_.create_dir(path.rpartition("/")[0], recursive=True)
+    temporary = _temporary(path)
+    with filesystem_.open_output_stream(temporary, compression=None) as stream:
         stream.write(data)
-    filesystem.move(temporary, path)
+    filesystem_.move(temporary, path)
+
+
+def write_parquet(table: object, uri: str) -> None:
+    """A Parquet file, whole or not at all (as `write_bytes`)."""
+    import pyarrow.parquet as pq
+
+    filesystem_, path = _resolve(uri)
+    filesystem_.create_dir(path.rpartition("/")[0], recursive=True)
+    temporary = _temporary(path)
+    pq.write_table(table, temporary, filesystem=filesystem_, compression="zstd")
+    filesystem_.move(temporary, path)
+
+
+def move(source: str, target: str) -> None:
+    """A file to another name on the same filesystem (a rename on disks; a copy and delete on object stores)."""
+    filesystem_, source_path = _resolve(source)
+    filesystem_.move(source_path, _resolve(target)[1])
+
+
+def delete(uri: str) -> None:
+    """Delete a file if it exists."""
+    filesystem_, path = _resolve(uri)
+    with contextlib.suppress(FileNotFoundError):
+        filesystem_.delete_file(path)
+
+
+def exists(uri: str) -> bool:
+    filesystem_, path = _resolve(uri)
+    return filesystem_.get_file_info(path).type != fs.FileType.NotFound
+
+
+def s3_options(uri: str) -> Mapping[str, str]:
+    """The pyarrow S3 options an `s3://` URI carries in its query string (endpoint_override, scheme, region)."""
+    return {key: values[-1] for key, values in parse_qs(urlsplit(uri).query).items()}
+
+
+def spark_uri(uri: str) -> str:
+    """The same location as Spark's Hadoop filesystems name it: `s3a://bucket/prefix` for `s3://`."""
+    parts = urlsplit(to_uri(uri))
+    if parts.scheme == "s3":
+        return f"s3a://{parts.netloc}{parts.path}"
+    return display(to_uri(uri))
+
+
+def hadoop_s3a_settings(uri: str) -> dict[str, str]:
+    """Hadoop's s3a settings that follow from an `s3://` URI's options, for the Spark job."""
+    if urlsplit(uri).scheme != "s3":
+        return {}
+    options = s3_options(uri)
+    settings: dict[str, str] = {}
+    if "endpoint_override" in options:
+        scheme = options.get("scheme", "https")
+        endpoint = options["endpoint_override"]
+        settings["fs.s3a.endpoint"] = endpoint if "://" in endpoint else f"{scheme}://{endpoint}"
+        # An S3-compatible server addresses buckets by path, not by host name.
+        settings["fs.s3a.path.style.access"] = "true"
+        settings["fs.s3a.connection.ssl.enabled"] = str(scheme == "https").lower()
+    if "region" in options:
+        settings["fs.s3a.endpoint.region"] = options["region"]
+    return settings

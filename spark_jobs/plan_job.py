@@ -27,9 +27,9 @@ Run with spark-submit:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import operator
-import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from planner import storage
+from spark_jobs.session import spark_session
 
 if TYPE_CHECKING:
     from planner.plan.document import JobResult
@@ -89,32 +90,6 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{units[text[-1]]: int(text[:-1])})
 
 
-def spark_session(master: str | None = "local[*]", app_name: str = "pulsar-rebalance-plan") -> SparkSession:
-    """The job's session; `master=None` leaves the master to spark-submit."""
-    # An in-process SparkContext starts its Python workers with $PYSPARK_PYTHON (else `python3` from PATH),
-    # not spark.pyspark.python: without it they may lack this interpreter's packages (numpy, pyarrow).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
-    session = (
-        builder.appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        # The averages group by bundle name and chunk. The first-level "fast" map compares names with no stored
-        # hash and fills at 65,536 groups; Spark's main hash map alone made the one full read about a third
-        # faster (bench/bench_spark_averages.py). Files are packed into tasks by size, not time, so a task's
-        # groups are about its snapshots times the bundles: smaller tasks keep its map in cache (8% faster).
-        .config("spark.sql.codegen.aggregate.map.twolevel.enabled", "false")
-        .config("spark.sql.files.maxPartitionBytes", "32m")
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    return session
-
-
 def read_table(
     spark: SparkSession,
     samples: str | Path,
@@ -125,13 +100,28 @@ def read_table(
 ) -> DataFrame:
     """One table's rows of the clusters up to `as_of`, without the `excluded` (unpublished) snapshot ids of
     each cluster. Files staged by a collect (names beginning with `_`) are never listed by Spark."""
-    location = storage.join(storage.to_uri(samples), table)
-    frame = spark.read.option("basePath", location).parquet(location)
+    location = storage.spark_uri(storage.join(storage.to_uri(samples), table))
+    # The schema given, partition columns included: inference would read a cluster named "007" as the number 7.
+    frame = spark.read.schema(_spark_schema(table)).option("basePath", location).parquet(location)
     frame = frame.where(F.col("cluster").isin(list(clusters)) & (F.col("taken_at") <= F.lit(as_of)))
     for cluster, ids in (excluded or {}).items():
         if ids:
             frame = frame.where(~((F.col("cluster") == F.lit(cluster)) & F.col("snapshot_id").isin(list(ids))))
     return frame
+
+
+def _spark_schema(table: str) -> str:
+    """The table's schema as Spark DDL, with its partition columns (`cluster`, `date`) as strings."""
+    import pyarrow as pa
+
+    from planner.samples.dataset import BROKER_SCHEMA, BUNDLE_SCHEMA
+
+    types = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "STRING"}
+    schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
+    columns = [
+        f"`{field.name}` {'TIMESTAMP' if pa.types.is_timestamp(field.type) else types[field.type]}" for field in schema
+    ]
+    return ", ".join([*columns, "`cluster` STRING", "`date` STRING"])
 
 
 def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Column:
@@ -422,7 +412,7 @@ def _broker_json(row: Mapping[str, Any], stats: Mapping[str, dict[str, Any]]) ->
 def _plan_group(
     rows: Iterator[Any], inputs: Mapping[str, Any], strategy: str, now_millis: int, emit_load_data: bool
 ) -> JobResult:
-    """Assemble one cluster's LoadData from its rows and run the planner on it (runs on an executor)."""
+    """Assemble one cluster's LoadData from its rows and run the planner on it."""
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
     from planner.plan.document import JobResult
@@ -545,17 +535,13 @@ def plan_clusters(
         )
     )
     now_millis = int(as_of.timestamp() * 1000)
-
-    def plan_partition(frame_rows: Iterator[Any]) -> Iterator[Any]:
-        result = _plan_group(frame_rows, inputs, strategy, now_millis, emit_load_data)
-        yield (result.plan.cluster, json.dumps(result.to_json()))
-
-    planned = (
-        rows.rdd.map(lambda row: (row["cluster"], row)).groupByKey().flatMap(lambda item: plan_partition(iter(item[1])))
-    )
-    from planner.plan.document import JobResult
-
-    return {cluster: JobResult.parse(document, f"plan of {cluster}") for cluster, document in planned.collect()}
+    # Each cluster's plan is made on the driver by the pure planner (pydantic and all; the executors need none
+    # of it), from its rows streamed one partition at a time: no RDDs, so Spark Connect runs it too.
+    streamed = rows.orderBy("cluster").toLocalIterator()
+    results = {}
+    for cluster, cluster_rows in itertools.groupby(streamed, key=operator.itemgetter("cluster")):
+        results[cluster] = _plan_group(cluster_rows, inputs, strategy, now_millis, emit_load_data)
+    return results
 
 
 def plan_output_uri(output: str, cluster: str) -> str:
@@ -571,7 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default=None, help="Spark master; overrides spark-submit's --master")
     args = parser.parse_args(argv)
     request = json.loads(storage.read_bytes(args.input, "the plan job's input"))
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, storage_root=args.samples)  # master None: spark-submit's
     try:
         plans = plan_clusters(
             spark,

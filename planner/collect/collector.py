@@ -9,7 +9,8 @@ flagged partial.
 A snapshot is complete in all three places or absent from all of them, under kill -9 at any point:
 1. its row is committed as `staged` first (so its id is never given out again, even on SQLite);
 2. the archive and the two Parquet files are written under staged names that readers skip;
-3. each is published by a rename;
+3. each is published by a move (a rename on disks; on an object store a copy and delete, which is no less
+   safe: readers go by the row's status, not by which files exist);
 4. the row is marked `published`, with its audit event.
 Readers see published snapshots only (their ids exclude every other). A collect that failed abandons
 its snapshot at once; one that was killed leaves a `staged` row, which the next collect of the cluster
@@ -21,7 +22,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import InputError, NotFoundError
 from planner.failpoints import failpoint
@@ -37,7 +38,7 @@ from planner.lifecycle import SnapshotStatus, advance
 from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
 from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.load_manager_shared import is_system_service_namespace
-from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged, write_table_atomically
+from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
@@ -72,20 +73,20 @@ class CollectResult:
         }
 
 
-def archive_root(home: Path) -> Path:
-    return home / "archive"
+def archive_root(root: str | Path) -> str:
+    return storage.join(storage.to_uri(root), "archive")
 
 
-def snapshot_files(home: Path, cluster: str, snapshot_id: int, taken_at: datetime) -> list[tuple[Path, Path]]:
-    """A snapshot's files as (staged, published) paths: the archive, then the brokers' and bundles' rows."""
-    archive = (
-        archive_root(home) / f"cluster={cluster}" / f"date={taken_at.date()}" / f"snapshot-{snapshot_id:012d}.json.gz"
+def snapshot_files(root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime) -> list[tuple[str, str]]:
+    """A snapshot's files as (staged, published) URIs: the archive, then the brokers' and bundles' rows."""
+    archive = storage.join(
+        archive_root(root), f"cluster={cluster}", f"date={taken_at.date()}", f"snapshot-{snapshot_id:012d}.json.gz"
     )
     published = [
         archive,
-        *(sample_path(home, table, cluster, snapshot_id, taken_at) for table in ("brokers", "bundles")),
+        *(sample_path(root, table, cluster, snapshot_id, taken_at) for table in ("brokers", "bundles")),
     ]
-    return [(staged(path), path) for path in published]
+    return [(staged(uri), uri) for uri in published]
 
 
 def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
@@ -101,15 +102,15 @@ def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
         )
 
 
-def _abandon(store: Store, home: Path, snapshot_id: int, actor: str, reason: str) -> None:
+def _abandon(store: Store, root: str | Path, snapshot_id: int, actor: str, reason: str) -> None:
     """Delete whatever a collect wrote of a snapshot and mark its row abandoned (kept: ids are never reused)."""
     with store.session() as session:
         snapshot = session.get(Snapshot, snapshot_id)
         cluster = snapshot.cluster.name
         taken_at = snapshot.taken_at
-    for staged_path, published_path in snapshot_files(home, cluster, snapshot_id, taken_at):
-        staged_path.unlink(missing_ok=True)
-        published_path.unlink(missing_ok=True)
+    for staged_uri, published_uri in snapshot_files(root, cluster, snapshot_id, taken_at):
+        storage.delete(staged_uri)
+        storage.delete(published_uri)
     with store.session() as session:
         snapshot = session.get(Snapshot, snapshot_id)
         snapshot.status = advance(snapshot.status, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
@@ -117,7 +118,7 @@ def _abandon(store: Store, home: Path, snapshot_id: int, actor: str, reason: str
 
 
 def abandon_stale_snapshots(
-    store: Store, home: Path, cluster: str, *, older_than: timedelta = STALE_AFTER, actor: str = "collector"
+    store: Store, root: str | Path, cluster: str, *, older_than: timedelta = STALE_AFTER, actor: str = "collector"
 ) -> list[int]:
     """Abandon the cluster's staged snapshots older than `older_than` (left by collects that were killed)."""
     cutoff = datetime.now(UTC) - older_than
@@ -134,21 +135,17 @@ def abandon_stale_snapshots(
             )
         )
     for snapshot_id in stale:
-        _abandon(store, home, snapshot_id, actor, f"staged for more than {older_than}: its collect died")
+        _abandon(store, root, snapshot_id, actor, f"staged for more than {older_than}: its collect died")
     return stale
 
 
-def _write_archive(path: Path, document: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with gzip.open(temporary, "wt", encoding="utf-8") as handle:
-        json.dump(document, handle)
-    os.replace(temporary, path)
+def _write_archive(uri: str, document: dict[str, Any]) -> None:
+    storage.write_bytes(uri, gzip.compress(json.dumps(document).encode()))
 
 
-def read_archive(path: Path) -> dict[str, Any]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return json.load(handle)
+def read_archive(location: str) -> dict[str, Any]:
+    """A snapshot's archive, by the URI (or, for snapshots taken before storage URIs, the path) its row keeps."""
+    return json.loads(gzip.decompress(storage.read_bytes(location, "snapshot archive")))
 
 
 def cluster_row(session: Session, name: str, admin_url: str) -> Cluster:
@@ -166,13 +163,14 @@ def cluster_row(session: Session, name: str, admin_url: str) -> Cluster:
 def collect(
     client: PulsarAdminClient,
     store: Store,
-    home: Path,
+    root: str | Path,
     cluster_name: str | None = None,
     *,
     topic_stats: bool = False,
     actor: str = "collector",
 ) -> CollectResult:
-    """Take one snapshot of the cluster behind `client` and record it everywhere, or nowhere."""
+    """Take one snapshot of the cluster behind `client` and record it everywhere (the store, and the archive and
+    samples under the storage root `root`, a path or URI), or nowhere."""
     cluster = cluster_name or client.cluster_name()
     taken_at = datetime.now(UTC)
     brokers = client.active_brokers(cluster)
@@ -216,7 +214,7 @@ def collect(
         "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
-    abandon_stale_snapshots(store, home, cluster, actor=actor)
+    abandon_stale_snapshots(store, root, cluster, actor=actor)
     with store.session() as session:
         snapshot = Snapshot(
             cluster_id=cluster_row(session, cluster, client.admin_url).id,
@@ -232,8 +230,8 @@ def collect(
         session.add(snapshot)
         session.flush()
         snapshot_id = snapshot.id
-        files = snapshot_files(home, cluster, snapshot_id, taken_at)
-        snapshot.archive_path = str(files[0][1])
+        files = snapshot_files(root, cluster, snapshot_id, taken_at)
+        snapshot.archive_path = files[0][1]
     failpoint("collector.row-staged")
     try:
         _write_archive(files[0][0], archive)
@@ -241,10 +239,10 @@ def collect(
         for (staged_path, _), rows in zip(
             files[1:], snapshot_tables(snapshot_id, taken_at, reports).values(), strict=True
         ):
-            write_table_atomically(rows, staged_path)
+            storage.write_parquet(rows, staged_path)
             failpoint("collector.file-staged")
         for staged_path, published_path in files:
-            os.replace(staged_path, published_path)
+            storage.move(staged_path, published_path)
             failpoint("collector.file-published")
         with store.session() as session:
             row = session.get(Snapshot, snapshot_id)
@@ -261,12 +259,12 @@ def collect(
             )
         failpoint("collector.published")
     except BaseException as error:
-        _abandon(store, home, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
+        _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
         raise
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
 
 
-def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadData:
+def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> LoadData:
     """The LoadData a Pulsar leader would hold right after this snapshot.
 
     Brokers: the snapshot's load reports. Bundle averages: the cluster's snapshots up to this one
@@ -280,7 +278,7 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
         if snapshot is None or snapshot.status != SnapshotStatus.PUBLISHED.value:
             raise NotFoundError(f"unknown snapshot {snapshot_id}" + (f" (it is {snapshot.status})" if snapshot else ""))
         cluster = snapshot.cluster.name
-        archive_path = Path(snapshot.archive_path)
+        archive_path = snapshot.archive_path
         recent = {
             row.bundle: row.unloaded_at_millis
             for row in session.scalars(
@@ -291,7 +289,7 @@ def load_data_for_snapshot(store: Store, home: Path, snapshot_id: int) -> LoadDa
     reports = {broker: local_broker_data_from_json(raw, broker) for broker, raw in archive["loadReports"].items()}
 
     bundle_table = read_samples(
-        home, "bundles", cluster, up_to_snapshot=snapshot_id, exclude=unpublished_snapshot_ids(store, cluster)
+        root, "bundles", cluster, up_to_snapshot=snapshot_id, exclude=unpublished_snapshot_ids(store, cluster)
     )
     snapshot_ids = sorted(set(bundle_table.column("snapshot_id").to_pylist()))[-REPLAYED_SNAPSHOTS:]
     first_replayed = snapshot_ids[0] if snapshot_ids else snapshot_id

@@ -43,6 +43,7 @@ from typing import Any
 import requests
 
 from planner.devtools.broker_settings import SHARED_BROKER_SETTINGS
+from planner.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 # newest distribution tarball there is 4.0.8 (both routes work; see `ensure_distribution`).
 DEFAULT_PULSAR_VERSION: str = DevClusterSettings.model_fields["pulsar_version"].default
 DEFAULT_CLUSTER_NAME: str = DevClusterSettings.model_fields["cluster"].default
-MAVEN_DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 # The variables that set each field (planner/settings.py, DevClusterSettings).
 ENV_CACHE = f"{ENV_PREFIX}CACHE"
@@ -70,7 +70,6 @@ SUPERUSER_ROLE = "admin"
 HOST = "127.0.0.1"
 _STOP_TIMEOUT_SECONDS = 30.0
 _POLL_SECONDS = 0.5
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 # What `bin/pulsar` adds to every JVM (spec §12.2), minus log settings, which are per process here.
 _JVM_FLAGS = [
@@ -215,23 +214,20 @@ def ensure_distribution(settings: LocalClusterSettings | None = None) -> Path:
     with _file_lock(version_dir / ".lock"):
         if marker.exists():
             return lib_dir
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise LocalClusterError("Maven (`mvn`) is needed to download Pulsar; run scripts/install_system_deps.sh")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix="download-", dir=version_dir) as tmp:
             work = Path(tmp)
             shutil.rmtree(lib_dir, ignore_errors=True)
             try:
-                _download_tarball(mvn, settings.pulsar_version, work, lib_dir)
+                _download_tarball(settings.pulsar_version, work, lib_dir)
                 route = "pulsar-server-distribution tarball"
-            except LocalClusterError as tarball_error:
+            except MavenError as tarball_error:
                 log.info(
                     "no distribution tarball for %s (%s); resolving pulsar-broker jars",
                     settings.pulsar_version,
                     tarball_error,
                 )
-                _download_broker_jars(mvn, settings.pulsar_version, work, lib_dir)
+                _download_broker_jars(settings.pulsar_version, work, lib_dir)
                 route = "pulsar-broker jars with dependencies"
         marker.write_text(f"{route}\n{time.monotonic() - started:.1f} s\n")
         log.info(
@@ -247,19 +243,9 @@ def distribution_route(settings: LocalClusterSettings | None = None) -> str | No
     return marker.read_text().splitlines()[0] if marker.exists() else None
 
 
-def _run_maven(mvn: str, args: list[str], work: Path) -> None:
-    # A private local repository inside the work dir keeps ~/.m2 untouched and is deleted with it.
-    command = [mvn, "-B", "-q", f"-Dmaven.repo.local={work / 'm2'}", *args]
-    result = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        output = _ANSI_ESCAPE.sub("", result.stdout + result.stderr)
-        first_error = next((line for line in output.splitlines() if line.startswith("[ERROR]")), output[-500:])
-        raise LocalClusterError(f"{' '.join(args[:1])} failed: {first_error}")
-
-
-def _download_tarball(mvn: str, version: str, work: Path, lib_dir: Path) -> None:
+def _download_tarball(version: str, work: Path, lib_dir: Path) -> None:
     artifact = f"org.apache.pulsar:pulsar-server-distribution:{version}:tar.gz:bin"
-    _run_maven(mvn, [f"{MAVEN_DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work}"], work)
+    run_maven([f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work}"], work)
     tarball = next(work.glob("pulsar-server-distribution-*.tar.gz"))
     with tarfile.open(tarball) as archive:
         archive.extractall(work / "unpacked", filter="data")
@@ -267,7 +253,7 @@ def _download_tarball(mvn: str, version: str, work: Path, lib_dir: Path) -> None
     shutil.move(unpacked_lib, lib_dir)
 
 
-def _download_broker_jars(mvn: str, version: str, work: Path, lib_dir: Path) -> None:
+def _download_broker_jars(version: str, work: Path, lib_dir: Path) -> None:
     pom = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>local.pulsar-rebalance</groupId>
@@ -287,10 +273,8 @@ def _download_broker_jars(mvn: str, version: str, work: Path, lib_dir: Path) -> 
 """
     (work / "pom.xml").write_text(pom)
     staging = work / "lib"
-    _run_maven(
-        mvn,
-        [f"{MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
-        work,
+    run_maven(
+        [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"], work
     )
     shutil.move(staging, lib_dir)
 

@@ -17,6 +17,7 @@ from sqlalchemy import select
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+from planner import storage
 from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
 from planner.collect.collector import read_archive, unpublished_snapshot_ids
 from planner.errors import InputError
@@ -61,7 +62,7 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
     for cluster in request.clusters:
         stored = read_state(store, cluster, strategy)
         snapshot = _latest_snapshot(store, cluster)
-        archive = read_archive(Path(snapshot.archive_path))
+        archive = read_archive(snapshot.archive_path)
         with store.session() as session:
             recent = {
                 row.bundle: row.unloaded_at_millis
@@ -124,22 +125,25 @@ def commit_job_output(
 
 def run_plan(
     store: Store,
-    samples: Path,
+    samples: str | Path,
     request: PlanRequest,
     *,
     master: str = "local[*]",
+    spark_conf: Mapping[str, str] | None = None,
     run_id: str | None = None,
     spark: SparkSession | None = None,
 ) -> dict[str, tuple[CommitResult, PlanDocument]]:
-    """Run the Spark job in-process and commit; returns each cluster's commit result and plan.
+    """Run the Spark job with this process as its driver and commit; returns each cluster's commit result and plan.
 
-    A given Spark session is used and left running; otherwise one is started on `master` and stopped.
+    A given Spark session is used and left running; otherwise one is started on `master` (a local master, a
+    cluster's, or a Spark Connect endpoint) with `spark_conf`, and stopped.
     """
-    from spark_jobs.plan_job import Averaging, parse_duration, plan_clusters, spark_session
+    from spark_jobs.plan_job import Averaging, parse_duration, plan_clusters
+    from spark_jobs.session import spark_session
 
     document = job_request(store, request)
     own_session = spark is None
-    spark = spark or spark_session(master)
+    spark = spark or spark_session(master, conf=spark_conf, storage_root=storage.to_uri(samples))
     try:
         results = plan_clusters(
             spark,

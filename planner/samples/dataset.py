@@ -1,7 +1,8 @@
 """The samples dataset: broker and bundle rows of every snapshot, in Parquet partitioned by cluster and date.
 
 This is the Spark job's input. Each snapshot writes one file per table under
-`<home>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/`: first staged under a name that
+`<storage>/samples/{brokers,bundles}/cluster=<name>/date=<YYYY-MM-DD>/` (a path or URI, `planner.storage`):
+first staged under a name that
 begins with `_` (pyarrow's dataset discovery and Spark both skip such files), then published by a rename
 once the snapshot's row is in the store (`planner.collect.collector`). Readers also exclude the ids of snapshots
 that are not published (`exclude`), so a file a killed collect published is never read.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import os
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -19,8 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
+from planner import storage
 from planner.config import PulsarConfig
 from planner.model import LocalBrokerData, ResourceUsage
 from planner.plan.broker_score import broker_usage
@@ -71,12 +71,13 @@ BUNDLE_SCHEMA = pa.schema(
 )
 
 
-def samples_root(home: Path) -> Path:
-    return home / "samples"
+def samples_root(root: str | Path) -> str:
+    """The samples dataset under the storage root (a path or URI), as a URI."""
+    return storage.join(storage.to_uri(root), "samples")
 
 
-def _partition(home: Path, table: str, cluster: str, taken_at: datetime) -> Path:
-    return samples_root(home) / table / f"cluster={cluster}" / f"date={taken_at.date().isoformat()}"
+def _partition(root: str | Path, table: str, cluster: str, taken_at: datetime) -> str:
+    return storage.join(samples_root(root), table, f"cluster={cluster}", f"date={taken_at.date().isoformat()}")
 
 
 def broker_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
@@ -135,21 +136,16 @@ def bundle_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, Loca
 STAGED_PREFIX = "_"  # a file whose name begins with it is invisible to pyarrow datasets and to Spark
 
 
-def staged(path: Path) -> Path:
-    """Where a file is written before it is published (by a rename to `path`)."""
-    return path.with_name(STAGED_PREFIX + path.name)
+def staged(uri: str) -> str:
+    """Where a file is written before it is published (by a move to `uri`)."""
+    base, _, query = uri.partition("?")
+    parent, _, name = base.rpartition("/")
+    return f"{parent}/{STAGED_PREFIX}{name}" + (f"?{query}" if query else "")
 
 
-def write_table_atomically(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, temporary, compression="zstd")
-    os.replace(temporary, path)
-
-
-def sample_path(home: Path, table: str, cluster: str, snapshot_id: int, taken_at: datetime) -> Path:
+def sample_path(root: str | Path, table: str, cluster: str, snapshot_id: int, taken_at: datetime) -> str:
     """The published file of one snapshot's rows of one table."""
-    return _partition(home, table, cluster, taken_at) / f"snapshot-{snapshot_id:012d}.parquet"
+    return storage.join(_partition(root, table, cluster, taken_at), f"snapshot-{snapshot_id:012d}.parquet")
 
 
 def snapshot_tables(
@@ -163,19 +159,19 @@ def snapshot_tables(
 
 
 def write_snapshot_samples(
-    home: Path, cluster: str, snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
-) -> list[Path]:
+    root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+) -> list[str]:
     """One snapshot's rows written straight to their published files, with no snapshot row: for histories
     made outside a collect (tests, benchmarks). A collect stages and publishes them (planner.collect.collector)."""
     written = []
     for table, rows in snapshot_tables(snapshot_id, taken_at, reports).items():
-        write_table_atomically(rows, sample_path(home, table, cluster, snapshot_id, taken_at))
-        written.append(sample_path(home, table, cluster, snapshot_id, taken_at))
+        storage.write_parquet(rows, sample_path(root, table, cluster, snapshot_id, taken_at))
+        written.append(sample_path(root, table, cluster, snapshot_id, taken_at))
     return written
 
 
 def read_samples(
-    home: Path,
+    root: str | Path,
     table: str,
     cluster: str,
     *,
@@ -186,11 +182,12 @@ def read_samples(
 ) -> pa.Table:
     """One table's rows for a cluster, ordered by snapshot: all of them, those up to a snapshot id, one
     snapshot's, or those taken since a time; never those of the `exclude`d (unpublished) snapshot ids."""
-    root = samples_root(home) / table / f"cluster={cluster}"
+    location = storage.join(samples_root(root), table, f"cluster={cluster}")
     schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
-    if not root.exists():
+    if not storage.exists(location):
         return schema.empty_table()
-    dataset = ds.dataset(root, format="parquet", schema=schema, partitioning=None)
+    filesystem, path = storage.filesystem(location)
+    dataset = ds.dataset(path, filesystem=filesystem, format="parquet", schema=schema, partitioning=None)
     conditions = []
     if up_to_snapshot is not None:
         conditions.append(ds.field("snapshot_id") <= up_to_snapshot)
@@ -229,8 +226,8 @@ def broker_load(rows: pa.Table, config: PulsarConfig) -> list[dict[str, Any]]:
 
 
 def snapshot_broker_load(
-    home: Path, cluster: str, snapshot_id: int, config: PulsarConfig | None = None
+    root: str | Path, cluster: str, snapshot_id: int, config: PulsarConfig | None = None
 ) -> dict[str, dict[str, float]]:
     """One snapshot's per-broker score, msg/s and bytes/s, keyed by broker."""
-    rows = broker_load(read_samples(home, "brokers", cluster, snapshot=snapshot_id), config or PulsarConfig())
+    rows = broker_load(read_samples(root, "brokers", cluster, snapshot=snapshot_id), config or PulsarConfig())
     return {row["broker"]: {key: row[key] for key in ("score", "msgRate", "throughput")} for row in rows}

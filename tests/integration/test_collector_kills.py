@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select
 
+from planner import storage
 from planner.collect.collector import (
     COLLECTOR_POINTS,
     SNAPSHOT_FILES,
@@ -70,7 +71,7 @@ def check_all_or_nothing(store, home, cluster_name, spark):
     for snapshot_id, status, taken_at in rows:
         files = snapshot_files(home, cluster_name, snapshot_id, taken_at)
         if status == "published":
-            assert all(published_path.is_file() and not staged.exists() for staged, published_path in files), (
+            assert all(storage.exists(published) and not storage.exists(staged) for staged, published in files), (
                 snapshot_id
             )
     for table in ("brokers", "bundles"):

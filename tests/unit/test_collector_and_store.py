@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, text, update
 
+from planner import storage
 from planner.collect.admin_client import AdminAuth, PulsarAdminClient
 from planner.collect.collector import (
     abandon_stale_snapshots,
@@ -21,7 +22,6 @@ from planner.collect.collector import (
 )
 from planner.errors import NotFoundError
 from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
-from planner.samples import dataset as samples
 from planner.samples.dataset import read_samples
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
 from planner.store.models import AuditEvent, Base, Snapshot
@@ -108,7 +108,7 @@ def test_collect_records_archive_samples_and_snapshot(cluster, store, tmp_path):
     [listed] = list_snapshots(store)
     assert listed["cluster"] == "fake" and listed["brokers"] == 3 and not listed["partial"]
     with store.session() as session:
-        archive = read_archive(tmp_path / session.get(Snapshot, result.snapshot_id).archive_path)
+        archive = read_archive(session.get(Snapshot, result.snapshot_id).archive_path)
     assert set(archive["loadReports"]) == {broker.broker_id for broker in brokers}
     assert archive["bundleBoundaries"] == {"t/ns": ["0x00000000", "0x80000000", "0xffffffff"]}
     bundles = read_samples(tmp_path, "bundles", "fake").to_pylist()
@@ -146,7 +146,7 @@ def test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing(cluster,
 
 def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, tmp_path, monkeypatch):
     entry, _ = cluster
-    real_write = samples.write_table_atomically
+    real_write = storage.write_parquet
     writes = []
 
     def second_write_fails(table, path):
@@ -155,7 +155,7 @@ def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, t
             raise OSError("disk full")
         real_write(table, path)
 
-    monkeypatch.setattr("planner.collect.collector.write_table_atomically", second_write_fails)
+    monkeypatch.setattr("planner.storage.write_parquet", second_write_fails)
     with pytest.raises(OSError, match="disk full"):
         collect(client(entry), store, tmp_path)
     # The first Parquet file was written (staged), the second failed: nothing of the snapshot remains to read.
@@ -166,7 +166,7 @@ def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, t
         events = [event.event for event in session.scalars(select(AuditEvent))]
     assert abandoned.status == "abandoned" and events == ["snapshot.abandoned"]
     # The id is not given out again, on SQLite too: the next snapshot is complete under a new id.
-    monkeypatch.setattr("planner.collect.collector.write_table_atomically", real_write)
+    monkeypatch.setattr("planner.storage.write_parquet", real_write)
     result = collect(client(entry), store, tmp_path)
     assert result.snapshot_id > abandoned.id
     assert set(read_samples(tmp_path, "bundles", "fake").column("snapshot_id").to_pylist()) == {result.snapshot_id}

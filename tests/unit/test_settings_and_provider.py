@@ -48,16 +48,21 @@ def test_environment_values_are_parsed_and_bad_ones_name_the_setting(monkeypatch
     assert [(a.id, a.name) for a in settings.approvers] == [("7", "Alice Doe"), ("bob", "bob")]
     assert settings.approval_timeout == timedelta(seconds=90)
     assert settings.executor.max_actions == 5 and settings.executor.ttl == timedelta(hours=6)
-    assert settings.storage_root == Path("/mnt/shared/rebalance")
+    assert settings.storage_root == "file:///mnt/shared/rebalance"
     monkeypatch.setenv("PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS", "many")
     with pytest.raises(
         InputError, match=r"executor\.max_actions: .* \(set by PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS\)"
     ):
         planner_settings()
     monkeypatch.setenv("PULSAR_REBALANCE_EXECUTOR__MAX_ACTIONS", "5")
-    monkeypatch.setenv("PULSAR_REBALANCE_STORAGE", "ftp://elsewhere/x")
-    with pytest.raises(InputError, match="storage"):
-        _ = planner_settings().storage_root
+    monkeypatch.setenv("PULSAR_REBALANCE_STORAGE", "/mnt/shared/rebalance")
+    assert planner_settings().storage_root == "file:///mnt/shared/rebalance"
+    monkeypatch.setenv("PULSAR_REBALANCE_STORAGE", "s3://samples/prod?endpoint_override=127.0.0.1:9000&scheme=http")
+    assert planner_settings().storage_root.startswith("s3://samples/prod?")
+    for refused in ("ftp://elsewhere/x", "s3://KEY:SECRET@samples/prod", "s3:///no-bucket"):
+        monkeypatch.setenv("PULSAR_REBALANCE_STORAGE", refused)
+        with pytest.raises(InputError, match="storage"):
+            _ = planner_settings().storage_root
 
 
 def test_executor_settings_layer_and_refuse_unknown_or_bad_values():

@@ -96,7 +96,7 @@ def _everything() -> frozenset[str] | None:
 
 def create_app(
     store: Callable[[], Store],
-    home: Callable[[], Path],
+    home: Callable[[], str | Path],
     dependencies: Sequence[Any],
     readable_clusters: Callable[..., frozenset[str] | None] = _everything,
 ) -> FastAPI:

@@ -203,7 +203,7 @@ def plan_for_run(store: Store, run_id: str) -> int | None:
         )
 
 
-def cluster_history(store: Store, home: Path, cluster: str, since: datetime) -> dict[str, Any]:
+def cluster_history(store: Store, home: str | Path, cluster: str, since: datetime) -> dict[str, Any]:
     """Per-broker score and msg/s per snapshot since a time, and the plan executions in that time."""
     with store.session() as session:
         if session.scalar(select(Cluster.id).where(Cluster.name == cluster)) is None:

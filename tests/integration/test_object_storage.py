@@ -1,0 +1,110 @@
+"""Samples in an object store: the collector writes a real cluster's snapshots to an S3-compatible server on
+loopback (moto), and the planning job reads them as `s3a://` on a real Spark standalone cluster whose workers
+see nothing of the checkout (`tests/spark/cluster.py`)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto.server import ThreadedMotoServer
+from pyarrow import fs
+
+from planner.devtools.traffic import BundleTraffic
+from tests.spark.cluster import TEST_S3_CREDENTIALS
+from tests.spark.test_on_a_cluster import cli
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+BUCKET = "pulsar-samples"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server on 127.0.0.1 with an empty bucket; `host:port`."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"{host}:{port}"
+    try:
+        s3(endpoint, allow_bucket_creation=True).create_dir(BUCKET)
+        yield endpoint
+    finally:
+        server.stop()
+
+
+def s3(endpoint: str, **options: Any) -> fs.S3FileSystem:
+    return fs.S3FileSystem(
+        endpoint_override=endpoint,
+        scheme="http",
+        access_key=TEST_S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        secret_key=TEST_S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+        **options,
+    )
+
+
+def objects(endpoint: str, prefix: str) -> list[str]:
+    listed = s3(endpoint).get_file_info(fs.FileSelector(f"{BUCKET}/{prefix}", recursive=True, allow_not_found=True))
+    return sorted(info.path for info in listed if info.type == fs.FileType.File)
+
+
+def test_snapshots_in_an_object_store_are_planned_on_a_standalone_cluster(
+    pulsar_cluster, traffic_generator, s3_endpoint, standalone_spark, tmp_path
+):
+    running, python = standalone_spark
+    hot = pulsar_cluster["brokers"][0]["id"]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
+    generator.place_bundles(dict.fromkeys(range(4), hot))
+    generator.start()
+    time.sleep(12)  # two load-report intervals, so the reports show the traffic
+    storage = f"s3://{BUCKET}/fleet?endpoint_override={s3_endpoint}&scheme=http&region=us-east-1"
+    env = {
+        **os.environ,
+        **TEST_S3_CREDENTIALS,
+        "PULSAR_REBALANCE_HOME": str(tmp_path / "home"),
+        "PULSAR_REBALANCE_STORAGE": storage,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
+    }
+    admin_url = pulsar_cluster["brokers"][0]["adminUrl"]
+    collected = [cli(env, "collect", "--admin-url", admin_url) for _ in range(3)]
+    generator.stop()
+
+    # Everything a collect writes is in the bucket, nothing in the local home but the store.
+    stored = objects(s3_endpoint, "fleet")
+    for result in collected:
+        assert any(f"snapshot-{result['snapshot']:012d}.json.gz" in path for path in stored), stored
+        assert sum(f"snapshot-{result['snapshot']:012d}.parquet" in path for path in stored) == 2, stored
+    assert not [path for path in stored if "/_" in path or "/." in path], "staged or temporary files left behind"
+    assert sorted(path.name for path in (tmp_path / "home").iterdir()) == ["planner.db"]
+
+    planned = cli(
+        env,
+        "plan",
+        "--cluster",
+        pulsar_cluster["cluster"],
+        "--strategy",
+        "UniformLoadShedder",
+        "--set",
+        "minUnloadMessage=0",
+        "--set",
+        "maxUnloadPercentage=0.5",
+        "--history",
+        "1d",
+        "--master",
+        running.master_url,
+        "--conf",
+        f"spark.pyspark.python={python}",
+        "--conf",
+        "spark.executor.memory=512m",
+    )
+    [summary] = planned["plans"]
+    plan = cli(env, "plan", "show", str(summary["plan"]))
+    assert plan["snapshot"] == collected[-1]["snapshot"]
+    assert {broker["broker"] for broker in plan["brokers"]} == {b["id"] for b in pulsar_cluster["brokers"]}
+    unloads = [action for action in plan["actions"] if action["kind"] == "unload"]
+    assert unloads and {action["source"] for action in unloads} == {hot}, plan["actions"]
