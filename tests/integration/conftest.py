@@ -74,7 +74,6 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     """A second local cluster, two brokers with Pulsar's token authentication and authorization on, on its own
     ports and home beside the default one; stopped at the end. `tokenFile` names the superuser's token."""
     env = {
-        **os.environ,
         "PULSAR_REBALANCE_HOME": str(tmp_path_factory.mktemp("token-cluster")),
         local_cluster.ENV_CLUSTER: "secure",
         local_cluster.ENV_ZK_PORT: "22181",
@@ -83,7 +82,11 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         local_cluster.ENV_BROKER_PORT: "26651",
         local_cluster.ENV_AUTH: "token",
     }
-    settings = local_cluster.settings_from_env(env)
+    # The settings are read from the environment: this cluster's, for this call only.
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        settings = local_cluster.settings_from_env()
     try:
         yield local_cluster.start(brokers=2, settings=settings)
     finally:
