@@ -241,6 +241,15 @@ def command_load_data(args: argparse.Namespace) -> None:
     sys.stdout.write("\n")
 
 
+def command_spark_code(args: argparse.Namespace) -> None:
+    from spark_jobs.session import code_zip, s3a_jars
+
+    document: dict[str, Any] = {"pyFiles": str(code_zip(args.out))}
+    if args.s3a_jars:
+        document["jars"] = ",".join(str(jar) for jar in s3a_jars())
+    _print_json(document)
+
+
 def command_db_upgrade(args: argparse.Namespace) -> None:
     store = Store(args.db, migrate=False)
     changed = upgrade(store.engine)
@@ -519,6 +528,15 @@ def build_parser() -> argparse.ArgumentParser:
     snapshots.add_argument("--json", action="store_true")
     _add_store_options(snapshots)
     snapshots.set_defaults(handler=command_snapshots)
+
+    spark_code = commands.add_parser(
+        "spark-code", help="the planner package as a zip for spark-submit --py-files (and the s3a jars)"
+    )
+    spark_code.add_argument("--out", type=Path, help="directory for the zip (default: ~/.cache/pulsar-rebalance/spark)")
+    spark_code.add_argument(
+        "--s3a-jars", action="store_true", help="also resolve Hadoop's s3a jars for this pyspark (Maven Central)"
+    )
+    spark_code.set_defaults(handler=command_spark_code)
 
     load_data = commands.add_parser("load-data", help="print the LoadData JSON of a snapshot")
     load_data.add_argument("--snapshot", type=int, required=True)
