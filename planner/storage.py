@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -54,13 +54,6 @@ def join(uri: str, *parts: str) -> str:
     return f"{joined}?{query}" if query else joined
 
 
-def _resolve(uri: str) -> tuple[fs.FileSystem, str]:
-    try:
-        return fs.FileSystem.from_uri(to_uri(uri))
-    except (ValueError, OSError) as error:
-        raise InputError(f"storage location {display(uri)!r}: {error}") from None
-
-
 def display(uri: str) -> str:
     """A location as people read it: without the query string (endpoint options)."""
     return str(uri).partition("?")[0]
@@ -68,11 +61,14 @@ def display(uri: str) -> str:
 
 def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
     """pyarrow's filesystem for `uri` and the path within it (for pyarrow.dataset and pyarrow.parquet)."""
-    return _resolve(uri)
+    try:
+        return fs.FileSystem.from_uri(to_uri(uri))
+    except (ValueError, OSError) as error:
+        raise InputError(f"storage location {display(uri)!r}: {error}") from None
 
 
 def read_bytes(uri: str, what: str) -> bytes:
-    filesystem_, path = _resolve(uri)
+    filesystem_, path = filesystem(uri)
     try:
         # The bytes as stored: pyarrow would otherwise decompress by the name's extension (.gz).
         with filesystem_.open_input_stream(path, compression=None) as stream:
@@ -87,42 +83,45 @@ def _temporary(path: str) -> str:
     return f"{parent}/.{name}.{os.getpid()}.tmp"
 
 
-def write_bytes(uri: str, data: bytes) -> None:
-    """Write whole or not at all: to a temporary name beside the target, then moved over it."""
-    filesystem_, path = _resolve(uri)
+def _write_whole(uri: str, write: Callable[[fs.FileSystem, str], None]) -> None:
+    """Write whole or not at all: `write` fills a temporary name beside the target, which is then moved over it."""
+    filesystem_, path = filesystem(uri)
     filesystem_.create_dir(path.rpartition("/")[0], recursive=True)
     temporary = _temporary(path)
-    with filesystem_.open_output_stream(temporary, compression=None) as stream:
-        stream.write(data)
+    write(filesystem_, temporary)
     filesystem_.move(temporary, path)
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    def write(filesystem_: fs.FileSystem, path: str) -> None:
+        with filesystem_.open_output_stream(path, compression=None) as stream:
+            stream.write(data)
+
+    _write_whole(uri, write)
 
 
 def write_parquet(table: object, uri: str) -> None:
-    """A Parquet file, whole or not at all (as `write_bytes`)."""
+    """A Parquet file, whole or not at all."""
     import pyarrow.parquet as pq
 
-    filesystem_, path = _resolve(uri)
-    filesystem_.create_dir(path.rpartition("/")[0], recursive=True)
-    temporary = _temporary(path)
-    pq.write_table(table, temporary, filesystem=filesystem_, compression="zstd")
-    filesystem_.move(temporary, path)
+    _write_whole(uri, lambda filesystem_, path: pq.write_table(table, path, filesystem=filesystem_, compression="zstd"))
 
 
 def move(source: str, target: str) -> None:
     """A file to another name on the same filesystem (a rename on disks; a copy and delete on object stores)."""
-    filesystem_, source_path = _resolve(source)
-    filesystem_.move(source_path, _resolve(target)[1])
+    filesystem_, source_path = filesystem(source)
+    filesystem_.move(source_path, filesystem(target)[1])
 
 
 def delete(uri: str) -> None:
     """Delete a file if it exists."""
-    filesystem_, path = _resolve(uri)
+    filesystem_, path = filesystem(uri)
     with contextlib.suppress(FileNotFoundError):
         filesystem_.delete_file(path)
 
 
 def exists(uri: str) -> bool:
-    filesystem_, path = _resolve(uri)
+    filesystem_, path = filesystem(uri)
     return filesystem_.get_file_info(path).type != fs.FileType.NotFound
 
 
