@@ -65,10 +65,12 @@ def broker_names(brokers: int) -> np.ndarray:
     return np.array([f"10.0.{b // 250}.{b % 250}:8080" for b in range(brokers)], dtype=object)
 
 
-def hours(snapshots: int, members: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Per file (an hour of snapshots): its first snapshot, and each row's snapshot and member (bundle or broker)."""
-    for first in range(0, snapshots, SNAPSHOTS_PER_FILE):
-        count = min(SNAPSHOTS_PER_FILE, snapshots - first)
+def hours(
+    snapshots: int, members: int, per_file: int = SNAPSHOTS_PER_FILE
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Per file (`per_file` snapshots): its first snapshot, and each row's snapshot and member (bundle or broker)."""
+    for first in range(0, snapshots, per_file):
+        count = min(per_file, snapshots - first)
         yield first, np.repeat(np.arange(first, first + count), members), np.tile(np.arange(members), count)
 
 
@@ -77,27 +79,39 @@ def reported(snapshot: np.ndarray, broker: np.ndarray) -> np.ndarray:
     return ~((snapshot % GAP_EVERY == GAP_EVERY - 1) & (broker == 0))
 
 
-def write_hour(root: Path, table: str, first: int, columns: dict[str, Any], schema: pa.Schema) -> None:
+def write_hour(
+    root: Path, table: str, first: int, columns: dict[str, Any], schema: pa.Schema, minutes_apart: int = 1
+) -> None:
     """One file of `table` in the collector's layout; columns the schema has and `columns` lacks are null."""
     snapshot = columns.pop("snapshot")
-    taken = T0 + timedelta(minutes=first)
+    taken = T0 + timedelta(minutes=first * minutes_apart)
     columns["snapshot_id"] = snapshot + 1
-    columns["taken_at"] = pa.array(int(T0.timestamp() * 1000) + snapshot * 60_000).cast(pa.timestamp("ms", tz="UTC"))
+    millis = int(T0.timestamp() * 1000) + snapshot * 60_000 * minutes_apart
+    columns["taken_at"] = pa.array(millis).cast(pa.timestamp("ms", tz="UTC"))
     frame = pa.table({f.name: columns.get(f.name, pa.nulls(len(snapshot), f.type)) for f in schema}, schema=schema)
     out = root / table / "cluster=bench" / f"date={taken.date().isoformat()}"
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(frame, out / f"part-{first:08d}.parquet", compression="zstd")
 
 
-def generate(root: Path, bundles: int, brokers: int, snapshots: int, seed: int = 7) -> None:
-    """Write the bundles table under `root` (see the module docstring)."""
+def generate(
+    root: Path,
+    bundles: int,
+    brokers: int,
+    snapshots: int,
+    seed: int = 7,
+    minutes_apart: int = 1,
+    per_file: int = SNAPSHOTS_PER_FILE,
+) -> None:
+    """Write the bundles table under `root` (see the module docstring): snapshots `minutes_apart`, `per_file` of
+    them in each file."""
     rng = np.random.default_rng(seed)
     names = np.array([f"t{i % 20}/ns{i % 300}/0x{i:08x}_0x{i + 1:08x}" for i in range(bundles)], dtype=object)
     namespaces = np.array([n.rsplit("/", 1)[0] for n in names], dtype=object)
     owner = np.arange(bundles) % brokers
     owner_names = broker_names(brokers)
     base_rate = rng.lognormal(5, 1, bundles)
-    for first, snapshot, bundle in hours(snapshots, bundles):
+    for first, snapshot, bundle in hours(snapshots, bundles, per_file):
         keep = reported(snapshot, owner[bundle])
         snapshot, bundle = snapshot[keep], bundle[keep]
         rate = base_rate[bundle] * rng.uniform(0.5, 1.5, len(bundle))
@@ -114,31 +128,38 @@ def generate(root: Path, bundles: int, brokers: int, snapshots: int, seed: int =
             "producer_count": np.zeros(len(bundle), dtype=np.int64),
             "topics": np.full(len(bundle), 4, dtype=np.int64),
         }
-        write_hour(root, "bundles", first, columns, BUNDLE_SCHEMA)
+        write_hour(root, "bundles", first, columns, BUNDLE_SCHEMA, minutes_apart)
 
 
-def generate_brokers(root: Path, brokers: int, snapshots: int) -> None:
+def generate_brokers(
+    root: Path, brokers: int, snapshots: int, minutes_apart: int = 1, per_file: int = SNAPSHOTS_PER_FILE
+) -> None:
     """The brokers table beside the bundles: a row per report (only which broker reported in which snapshot)."""
     names = broker_names(brokers)
-    for first, snapshot, broker in hours(snapshots, brokers):
+    for first, snapshot, broker in hours(snapshots, brokers, per_file):
         keep = reported(snapshot, broker)
         columns = {"snapshot": snapshot[keep], "broker": pa.array(names[broker[keep]])}
-        write_hour(root, "brokers", first, columns, BROKER_SCHEMA)
+        write_hour(root, "brokers", first, columns, BROKER_SCHEMA, minutes_apart)
 
 
-def dataset(bundles: int, brokers: int, snapshots: int) -> tuple[Path, int]:
+def dataset(
+    bundles: int, brokers: int, snapshots: int, minutes_apart: int = 1, per_file: int = SNAPSHOTS_PER_FILE
+) -> tuple[Path, int]:
     """The cached data set (generated if missing) and its sample count."""
-    root = CACHE / f"bundles{bundles}-brokers{brokers}-snapshots{snapshots}-v2"
+    name = f"bundles{bundles}-brokers{brokers}-snapshots{snapshots}-v2"
+    if (minutes_apart, per_file) != (1, SNAPSHOTS_PER_FILE):
+        name += f"-every{minutes_apart}m-{per_file}perfile"
+    root = CACHE / name
     if (root / "DONE").exists() and not (root / "BROKERS_DONE").exists():  # cached before brokers were written
         shutil.rmtree(root / "brokers", ignore_errors=True)
-        generate_brokers(root, brokers, snapshots)
+        generate_brokers(root, brokers, snapshots, minutes_apart, per_file)
         (root / "BROKERS_DONE").touch()
     if not (root / "DONE").exists():
         partial = root.with_name(root.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         started = time.perf_counter()
-        generate(partial, bundles, brokers, snapshots)
-        generate_brokers(partial, brokers, snapshots)
+        generate(partial, bundles, brokers, snapshots, minutes_apart=minutes_apart, per_file=per_file)
+        generate_brokers(partial, brokers, snapshots, minutes_apart, per_file)
         shutil.rmtree(root, ignore_errors=True)
         partial.rename(root)
         (root / "DONE").touch()

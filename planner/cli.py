@@ -279,6 +279,7 @@ def command_plan(args: argparse.Namespace) -> None:
         averaging=args.averaging,
         history=args.history,
         include_splits=not args.no_splits,
+        recompute_averages=args.recompute_averages,
     )
     spark_conf = parse_assignments(args.spark_conf, "--conf")
     outcome = run_plan(
@@ -297,9 +298,10 @@ def command_plan(args: argparse.Namespace) -> None:
                     "plan": commit.plan_id,
                     "created": commit.created,
                     "stateVersion": commit.state_version,
-                    "actions": len(plan.actions),
+                    "actions": len(result.plan.actions),
+                    "averages": result.averages.to_json() if result.averages else None,
                 }
-                for cluster, (commit, plan) in sorted(outcome.items())
+                for cluster, (commit, result) in sorted(outcome.items())
             ]
         }
     )
@@ -548,7 +550,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--cluster", action="append", default=[], help="repeatable")
     plan.add_argument("--strategy", default="AvgShedder")
     plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
-    plan.add_argument("--history", default="7d", help="how far back samples are read")
+    plan.add_argument("--history", default="7d", help="how far back a full recompute of the averages reads samples")
+    plan.add_argument(
+        "--recompute-averages",
+        action="store_true",
+        help="recompute the bundle averages from the samples within --history, not fold onto the stored state",
+    )
     plan.add_argument(
         "--master",
         default="local[*]",

@@ -125,6 +125,15 @@ def exists(uri: str) -> bool:
     return filesystem_.get_file_info(path).type != fs.FileType.NotFound
 
 
+def list_files(uri: str) -> list[str]:
+    """The files directly under a directory, as URIs in name order; none if it does not exist. Names that readers
+    skip (beginning with `_` or `.`: staged or being written) are left out."""
+    filesystem_, path = filesystem(uri)
+    found = filesystem_.get_file_info(fs.FileSelector(path, allow_not_found=True))
+    names = sorted(info.base_name for info in found if info.type == fs.FileType.File)
+    return [join(uri, name) for name in names if not name.startswith(("_", "."))]
+
+
 def s3_options(uri: str) -> Mapping[str, str]:
     """The pyarrow S3 options an `s3://` URI carries in its query string (endpoint_override, scheme, region)."""
     return {key: values[-1] for key, values in parse_qs(urlsplit(uri).query).items()}

@@ -31,31 +31,43 @@ import itertools
 import json
 import operator
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from planner import storage
+from planner.samples.averages_state import (
+    AVERAGE_COLUMNS,
+    LATE_WINDOW,
+    LONG_SAMPLES,
+    RATE_COLUMNS,
+    SHORT_SAMPLES,
+    STATE_SCHEMA,
+    AveragesState,
+    StateChoice,
+    choose_state,
+    write_state,
+)
 from spark_jobs.session import spark_session
 
 if TYPE_CHECKING:
     from planner.plan.document import JobResult
 
-SHORT_SAMPLES = 10
-LONG_SAMPLES = 1000
 # A chunk is 2**CHUNK_BITS consecutive snapshot ids: one 64-bit mask says which of them a bundle has rows in.
 CHUNK_BITS = 6
 CHUNK_SIZE = 1 << CHUNK_BITS
 HORIZONS = (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES))
 # Chunks whose rows are ranked one by one are joined to their rows by broadcast up to this many (~100 MB).
 BROADCAST_MOST_CHUNKS = 2_000_000
-RATE_COLUMNS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
+# Besides the averages, per bundle: what the next run folds onto them (`planner.samples.averages_state`).
+FOLD_COLUMNS = ("samples", "last_snapshot_id", "last_taken_millis")
 JSON_NAMES = {
     "msg_rate_in": "msgRateIn",
     "msg_throughput_in": "msgThroughputIn",
@@ -112,16 +124,18 @@ def read_table(
 
 def _spark_schema(table: str) -> str:
     """The table's schema as Spark DDL, with its partition columns (`cluster`, `date`) as strings."""
-    import pyarrow as pa
-
     from planner.samples.dataset import BROKER_SCHEMA, BUNDLE_SCHEMA
 
-    types = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "STRING"}
     schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
-    columns = [
+    return f"{_spark_ddl(schema)}, `cluster` STRING, `date` STRING"
+
+
+def _spark_ddl(schema: pa.Schema) -> str:
+    """A pyarrow schema as Spark DDL."""
+    types = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.string(): "STRING"}
+    return ", ".join(
         f"`{field.name}` {'TIMESTAMP' if pa.types.is_timestamp(field.type) else types[field.type]}" for field in schema
-    ]
-    return ", ".join([*columns, "`cluster` STRING", "`date` STRING"])
+    )
 
 
 def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Column:
@@ -189,6 +203,7 @@ def _chunk_sums(bundles: DataFrame, presence: DataFrame | None) -> DataFrame:
         F.min("reported").alias("reported"),
         F.max("reported").alias("reported_max"),
         F.max_by("topics", "snapshot_id").alias("topics"),
+        F.max("taken_at").alias("newest_taken"),
         *[F.sum(c).alias(f"plain_{c}") for c in RATE_COLUMNS],
     ]
     for prefix, samples in HORIZONS:
@@ -243,6 +258,9 @@ def _chunk_terms(chunks: DataFrame) -> DataFrame:
         needs_rows.alias("needs_rows"),
         F.when(F.col("newer") == 0, F.col("topics")).alias("topics"),
         *terms,
+        F.col("count").alias("samples"),
+        (F.shiftleft("chunk", CHUNK_BITS) + F.col("highest")).alias("last_snapshot_id"),
+        F.unix_millis("newest_taken").alias("last_taken_millis"),
     )
 
 
@@ -288,9 +306,15 @@ def bundle_averages(
     Samples are in the order the collector replays them: by snapshot id, then broker (a bundle two
     brokers reported in one snapshot gets two samples). `brokers` (the brokers table) says which
     snapshots each broker reported in, so that a snapshot without its broker's report is no gap.
+    Also per bundle: its sample count and newest sample's id and time (`FOLD_COLUMNS`).
     """
     if averaging.mode != "pulsar":
-        aggregations = [F.max_by("topics", F.struct("snapshot_id", "broker")).alias("topics")]
+        aggregations = [
+            F.max_by("topics", F.struct("snapshot_id", "broker")).alias("topics"),
+            F.count(F.lit(1)).alias("samples"),
+            F.max("snapshot_id").alias("last_snapshot_id"),
+            F.unix_millis(F.max("taken_at")).alias("last_taken_millis"),
+        ]
         for prefix, span in (("short", averaging.short_window), ("long", averaging.long_window)):
             inside = F.col("taken_at") > F.lit(as_of - span)
             aggregations += [F.avg(F.when(inside, F.col(c))).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
@@ -300,20 +324,19 @@ def bundle_averages(
     presence = broker_presence(brokers) if brokers is not None else None
     # Small (about one row per bundle and 64 snapshots): materialised once for its three uses.
     terms = _chunk_terms(_chunk_sums(bundles, presence)).localCheckpoint()
-    averaged = [f"{prefix}_{c}" for prefix, _ in HORIZONS for c in RATE_COLUMNS]
-    columns = ["topics", *averaged, "short_samples", "long_samples"]
+    columns = ["topics", *AVERAGE_COLUMNS, "short_samples", "long_samples", *FOLD_COLUMNS]
 
     def add_up(parts: DataFrame) -> DataFrame:
         return parts.groupBy("cluster", "bundle").agg(
-            F.max("topics").alias("topics"),
-            *[F.sum(c).alias(c) for c in averaged],
-            F.max("short_samples").alias("short_samples"),
-            F.max("long_samples").alias("long_samples"),
+            *[F.sum(c).alias(c) for c in AVERAGE_COLUMNS],
+            *[F.max(c).alias(c) for c in columns if c not in AVERAGE_COLUMNS],
         )
 
     # Added up per bundle before the union: the window left each bundle's chunks in one partition, so the last
-    # shuffle carries a row per bundle, not one per chunk.
-    parts = [add_up(terms.where(~F.col("needs_rows")).select("cluster", "bundle", *columns))]
+    # shuffle carries a row per bundle, not one per chunk. Chunks ranked row by row add nothing to the averages
+    # here, but their sample counts and newest ids.
+    settled = [F.when(~F.col("needs_rows"), F.col(c)).alias(c) for c in ("topics", *AVERAGE_COLUMNS)]
+    parts = [add_up(terms.select("cluster", "bundle", *settled, "short_samples", "long_samples", *FOLD_COLUMNS))]
     needed = terms.where("needs_rows").select("cluster", "bundle", "chunk", "newer", "count")
     chunks_per_id = {row["chunk"]: row["count"] for row in needed.groupBy("chunk").count().collect()}
     if chunks_per_id:
@@ -329,8 +352,73 @@ def bundle_averages(
             F.col("snapshot_id").desc(), F.col("broker").desc()
         )
         ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
-        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns))
+        no_fold_columns = [F.lit(None).cast("long").alias(c) for c in FOLD_COLUMNS]
+        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns[:-3], *no_fold_columns))
     return add_up(reduce(DataFrame.unionByName, parts))
+
+
+def _fold_weights(samples: int, stored: F.Column, new: F.Column, position: F.Column) -> tuple[F.Column, F.Column]:
+    """Pulsar's rule, n = min(n + 1, N) and avg = ((n - 1) avg + x) / n, applied `new` times to an average of
+    `stored` samples, in closed form: the weight of the new sample at `position` (1 = the oldest new one), and
+    the stored average's.
+
+    The sample folded k-th is divided by n_k = min(stored + k, N), then each later step j multiplies it by
+    (n_j - 1) / n_j: while n_j < N, the product telescopes to (stored + k) / (stored + J), where J = min(new, L)
+    and L = N - stored is the step at which n reaches N; after that, each step multiplies by (1 - 1/N).
+    The stored average's weight is the same product from k = 0, without the division (0 when nothing was stored).
+    """
+    capped_at = F.greatest(F.lit(samples) - stored, F.lit(0))
+    uncapped = F.least(new, capped_at)
+
+    def carried(k: F.Column) -> F.Column:
+        telescoped = F.when(uncapped > k, (stored + k) / (stored + uncapped)).otherwise(F.lit(1.0))
+        decayed = F.pow(F.lit(1 - 1 / samples), F.greatest(new - F.greatest(k, capped_at), F.lit(0)))
+        return telescoped * decayed
+
+    return carried(position) / F.least(stored + position, F.lit(samples)), carried(F.lit(0))
+
+
+def fold_samples(state: DataFrame, new_rows: DataFrame, as_of: datetime, history: timedelta) -> DataFrame:
+    """The averages of `bundle_averages` (with `FOLD_COLUMNS`) from a stored state (`STATE_SCHEMA` rows with their
+    `cluster`) and the samples taken since, read in the collector's replay order. Bundles with no sample within
+    `history` are dropped, as a recompute drops them."""
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc(), F.col("broker").desc())
+    stored = state.select("cluster", "bundle", F.col("samples").alias("stored"))
+    ranked = (
+        new_rows.select("cluster", "bundle", "snapshot_id", "broker", "taken_at", "topics", *RATE_COLUMNS)
+        .withColumn("new", F.count(F.lit(1)).over(by_bundle))
+        .withColumn("position", F.col("new") - F.row_number().over(newest_first) + 1)
+        .join(stored, ["cluster", "bundle"], "left")
+        .withColumn("stored", F.coalesce("stored", F.lit(0).cast("long")))
+    )
+    aggregations = [
+        F.max("new").alias("new"),
+        F.max_by("topics", "position").alias("new_topics"),
+        F.max("snapshot_id").alias("new_last_snapshot_id"),
+        F.unix_millis(F.max("taken_at")).alias("new_last_taken_millis"),
+    ]
+    for prefix, samples in HORIZONS:
+        weight, _ = _fold_weights(samples, F.col("stored"), F.col("new"), F.col("position"))
+        ranked = ranked.withColumn(f"{prefix}_weight", weight)
+        aggregations += [F.sum(F.col(f"{prefix}_weight") * F.col(c)).alias(f"new_{prefix}_{c}") for c in RATE_COLUMNS]
+    folded = ranked.groupBy("cluster", "bundle").agg(*aggregations).join(state, ["cluster", "bundle"], "full")
+    stored_samples = F.coalesce("samples", F.lit(0).cast("long"))
+    new_samples = F.coalesce("new", F.lit(0).cast("long"))
+    columns = [
+        F.coalesce("new_topics", "topics").alias("topics"),
+        (stored_samples + new_samples).alias("samples"),
+        F.coalesce("new_last_snapshot_id", "last_snapshot_id").alias("last_snapshot_id"),
+        F.coalesce("new_last_taken_millis", "last_taken_millis").alias("last_taken_millis"),
+    ]
+    for prefix, samples in HORIZONS:
+        _, carried = _fold_weights(samples, stored_samples, new_samples, F.lit(0))
+        for c in RATE_COLUMNS:
+            new_part = F.coalesce(F.col(f"new_{prefix}_{c}"), F.lit(0.0))
+            columns.append((F.coalesce(F.col(f"{prefix}_{c}"), F.lit(0.0)) * carried + new_part).alias(f"{prefix}_{c}"))
+        columns.append(F.least(stored_samples + new_samples, F.lit(samples)).alias(f"{prefix}_samples"))
+    window_start = int((as_of - history).timestamp() * 1000)
+    return folded.select("cluster", "bundle", *columns).where(F.col("last_taken_millis") > F.lit(window_start))
 
 
 _MODEL_COLUMNS = (
@@ -363,11 +451,6 @@ def usage_models(brokers: DataFrame) -> dict[str, dict[str, Any]]:
 
     fitted = brokers.select(*_MODEL_COLUMNS).groupBy("cluster").applyInPandas(fit, "cluster string, models string")
     return {row["cluster"]: json.loads(row["models"]) for row in fitted.collect()}
-
-
-def _latest(frame: DataFrame) -> DataFrame:
-    newest = frame.groupBy("cluster").agg(F.max("snapshot_id").alias("latest_snapshot"))
-    return frame.join(newest, "cluster").where(F.col("snapshot_id") == F.col("latest_snapshot"))
 
 
 def _bundle_data_json(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -410,9 +493,14 @@ def _broker_json(row: Mapping[str, Any], stats: Mapping[str, dict[str, Any]]) ->
 
 
 def _plan_group(
-    rows: Iterator[Any], inputs: Mapping[str, Any], strategy: str, now_millis: int, emit_load_data: bool
+    cluster: str,
+    payloads: Sequence[tuple[str, Any]],
+    inputs: Mapping[str, Any],
+    strategy: str,
+    now_millis: int,
+    emit_load_data: bool,
 ) -> JobResult:
-    """Assemble one cluster's LoadData from its rows and run the planner on it."""
+    """Assemble one cluster's LoadData from its rows (kind and parsed payload) and run the planner on it."""
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
     from planner.plan.document import JobResult
@@ -422,19 +510,15 @@ def _plan_group(
     brokers: dict[str, dict[str, Any]] = {}
     stats: dict[str, dict[str, dict[str, Any]]] = {}
     bundle_data: dict[str, dict[str, Any]] = {}
-    cluster = None
     latest_snapshot = None
-    for row in rows:
-        cluster = row["cluster"]
-        payload = json.loads(row["payload"])
-        if row["kind"] == "broker":
+    for kind, payload in payloads:
+        if kind == "broker":
             brokers[payload["broker"]] = payload["row"]
             latest_snapshot = payload["row"]["snapshot_id"]
-        elif row["kind"] == "stats":
+        elif kind == "stats":
             stats.setdefault(payload["broker"], {})[payload["bundle"]] = payload["stats"]
         else:
             bundle_data[payload["bundle"]] = _bundle_data_json(payload["row"])
-    assert cluster is not None
     cluster_inputs = inputs.get(cluster, {})
     document = {
         "brokers": {broker: _broker_json(row, stats.get(broker, {})) for broker, row in brokers.items()},
@@ -464,6 +548,112 @@ def _plan_group(
     )
 
 
+def _new_samples(bundles: DataFrame, folding: Mapping[str, AveragesState]) -> DataFrame:
+    """The rows of each folding cluster that its state has not folded: taken since `LATE_WINDOW` before the state,
+    other than the snapshots it folded then (the date partitions before are never listed)."""
+    conditions = []
+    for cluster, state in folding.items():
+        since = state.as_of - LATE_WINDOW
+        condition = (
+            (F.col("cluster") == F.lit(cluster))
+            & (F.col("date") >= F.lit(since.date().isoformat()))
+            & (F.col("taken_at") > F.lit(since))
+        )
+        if state.recent_snapshots:
+            condition &= ~F.col("snapshot_id").isin(list(state.recent_snapshots))
+        conditions.append(condition)
+    return bundles.where(reduce(operator.or_, conditions))
+
+
+def _choose_states(
+    bundles: DataFrame,
+    samples: str,
+    clusters: Sequence[str],
+    as_of: datetime,
+    history: timedelta,
+    excluded: Mapping[str, Sequence[int]],
+    recompute: bool,
+) -> dict[str, StateChoice]:
+    """Per cluster, the averages state its run folds onto, or why it recomputes (`choose_state`, and here the check
+    that needs the samples: none of those not folded is older than the newest folded)."""
+    choices = {
+        cluster: choose_state(samples, cluster, as_of, history, excluded[cluster], recompute=recompute)
+        for cluster in clusters
+    }
+    folding = {cluster: choice.state for cluster, choice in choices.items() if choice.state is not None}
+    if folding:
+        oldest_new = _new_samples(bundles, folding).groupBy("cluster").agg(F.min("snapshot_id").alias("id")).collect()
+        for row in oldest_new:
+            newest_folded = folding[row["cluster"]].newest_snapshot
+            if row["id"] <= newest_folded:
+                choices[row["cluster"]] = StateChoice(
+                    f"snapshot {row['id']} was published after the averages state's newest, {newest_folded}"
+                )
+    return choices
+
+
+def recent_snapshots(bundles: DataFrame, as_of: datetime) -> dict[str, list[int]]:
+    """Per cluster, the snapshot ids taken after `as_of - LATE_WINDOW` (what a state records as folded lately)."""
+    since = as_of - LATE_WINDOW
+    recent = bundles.where((F.col("date") >= F.lit(since.date().isoformat())) & (F.col("taken_at") > F.lit(since)))
+    rows = recent.groupBy("cluster").agg(F.sort_array(F.collect_set("snapshot_id")).alias("ids")).collect()
+    return {row["cluster"]: list(row["ids"]) for row in rows}
+
+
+def _latest_snapshots(brokers: DataFrame) -> dict[str, tuple[int, datetime]]:
+    """Per cluster, its newest snapshot's id and time."""
+    newest = brokers.groupBy("cluster").agg(F.max_by(F.struct("snapshot_id", "taken_at"), "snapshot_id").alias("s"))
+    return {row["cluster"]: (row["s"]["snapshot_id"], row["s"]["taken_at"]) for row in newest.collect()}
+
+
+def _of_snapshots(frame: DataFrame, snapshots: Mapping[str, tuple[int, datetime]]) -> DataFrame:
+    """The rows of one snapshot per cluster (its date partition only)."""
+    conditions = [
+        (F.col("cluster") == F.lit(cluster))
+        & (F.col("date") == F.lit(taken_at.astimezone(UTC).date().isoformat()))
+        & (F.col("snapshot_id") == F.lit(snapshot_id))
+        for cluster, (snapshot_id, taken_at) in snapshots.items()
+    ]
+    return frame.where(reduce(operator.or_, conditions))
+
+
+def cluster_averages(
+    spark: SparkSession,
+    bundles: DataFrame,
+    brokers: DataFrame,
+    samples: str,
+    clusters: Sequence[str],
+    averaging: Averaging,
+    as_of: datetime,
+    history: timedelta,
+    excluded: Mapping[str, Sequence[int]],
+    recompute: bool = False,
+) -> tuple[DataFrame, dict[str, StateChoice]]:
+    """The clusters' bundle averages (`bundle_averages`' columns) from the `bundles` table up to `as_of`, and for
+    `pulsar` averaging each cluster's choice of state: folded onto it, or recomputed over `history` (with the
+    `brokers` table within it)."""
+    choices: dict[str, StateChoice] = {}
+    if averaging.mode == "pulsar":
+        choices = _choose_states(bundles, samples, clusters, as_of, history, excluded, recompute)
+    folding = {cluster: choice for cluster, choice in choices.items() if choice.state is not None}
+    recomputed = [cluster for cluster in clusters if cluster not in folding]
+    parts = []
+    if recomputed:
+        of_recomputed = F.col("cluster").isin(recomputed)
+        within = of_recomputed & (F.col("taken_at") > F.lit(as_of - history))
+        parts.append(bundle_averages(bundles.where(within), averaging, as_of, brokers.where(of_recomputed)))
+    if folding:
+        states = [
+            spark.read.schema(_spark_ddl(STATE_SCHEMA))
+            .parquet(storage.spark_uri(choice.uri or ""))
+            .withColumn("cluster", F.lit(cluster))
+            for cluster, choice in folding.items()
+        ]
+        new_rows = _new_samples(bundles, {cluster: choice.state for cluster, choice in folding.items() if choice.state})
+        parts.append(fold_samples(reduce(DataFrame.unionByName, states), new_rows, as_of, history))
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts), choices
+
+
 def plan_clusters(
     spark: SparkSession,
     samples: str | Path,
@@ -475,29 +665,40 @@ def plan_clusters(
     history: timedelta = timedelta(days=7),
     as_of: datetime | None = None,
     emit_load_data: bool = False,
+    recompute_averages: bool = False,
+    keep_averages: bool = True,
 ) -> dict[str, JobResult]:
     """Plans for the clusters, keyed by cluster (the plan, the snapshot planned, and LoadData when asked).
 
     `inputs[cluster]` carries what the store knows: `state`, `settings` (Pulsar keys),
-    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`. The job adds `usageModels`,
-    fitted on the brokers' reports within `history`.
-    """
-    as_of = as_of or datetime.now(UTC)
-    excluded = {cluster: (inputs or {}).get(cluster, {}).get("excludedSnapshots", []) for cluster in clusters}
-    bundles = read_table(spark, samples, "bundles", clusters, as_of, excluded).where(
-        F.col("taken_at") > F.lit(as_of - history)
-    )
-    brokers = read_table(spark, samples, "brokers", clusters, as_of, excluded)
-    inputs = {cluster: dict(document) for cluster, document in (inputs or {}).items()}
-    for cluster, models in usage_models(brokers.where(F.col("taken_at") > F.lit(as_of - history))).items():
-        inputs.setdefault(cluster, {})["usageModels"] = models
-    latest_brokers = _latest(brokers)
-    latest_stats = bundles.join(latest_brokers.select("cluster", "latest_snapshot").distinct(), "cluster").where(
-        F.col("snapshot_id") == F.col("latest_snapshot")
-    )
-    averages = bundle_averages(bundles, averaging, as_of, brokers)
+    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`, `excludedSnapshots`. The job adds
+    `usageModels`, fitted on the brokers' reports within `history`.
 
-    broker_columns = [c for c in brokers.columns if c not in ("cluster", "date", "taken_at", "latest_snapshot")]
+    `pulsar` averages fold the samples taken since the cluster's stored averages state onto it, or are
+    recomputed from the samples within `history` (`planner.samples.averages_state` says when); each result says
+    which and why. The run then stores its own state, unless `keep_averages` is false.
+    """
+    from planner.plan.document import AveragesSource
+
+    as_of = as_of or datetime.now(UTC)
+    samples_uri = storage.to_uri(samples)
+    excluded = {cluster: (inputs or {}).get(cluster, {}).get("excludedSnapshots", []) for cluster in clusters}
+    all_bundles = read_table(spark, samples, "bundles", clusters, as_of, excluded)
+    in_history = F.col("taken_at") > F.lit(as_of - history)
+    brokers = read_table(spark, samples, "brokers", clusters, as_of, excluded).where(in_history)
+    inputs = {cluster: dict(document) for cluster, document in (inputs or {}).items()}
+    for cluster, models in usage_models(brokers).items():
+        inputs.setdefault(cluster, {})["usageModels"] = models
+    latest = _latest_snapshots(brokers)
+    if not latest:
+        return {}
+    latest_brokers = _of_snapshots(brokers, latest)
+    latest_stats = _of_snapshots(all_bundles, latest)
+    averages, choices = cluster_averages(
+        spark, all_bundles, brokers, samples_uri, clusters, averaging, as_of, history, excluded, recompute_averages
+    )
+
+    broker_columns = [c for c in brokers.columns if c not in ("cluster", "date", "taken_at")]
     average_columns = [c for c in averages.columns if c != "cluster"]
     rows = (
         latest_brokers.select(
@@ -535,13 +736,61 @@ def plan_clusters(
         )
     )
     now_millis = int(as_of.timestamp() * 1000)
+    recent = recent_snapshots(all_bundles, as_of) if keep_averages and choices else {}
     # Each cluster's plan is made on the driver by the pure planner (pydantic and all; the executors need none
     # of it), from its rows streamed one partition at a time: no RDDs, so Spark Connect runs it too.
     streamed = rows.orderBy("cluster").toLocalIterator()
     results = {}
     for cluster, cluster_rows in itertools.groupby(streamed, key=operator.itemgetter("cluster")):
-        results[cluster] = _plan_group(cluster_rows, inputs, strategy, now_millis, emit_load_data)
+        payloads = [(row["kind"], json.loads(row["payload"])) for row in cluster_rows]
+        result = _plan_group(cluster, payloads, inputs, strategy, now_millis, emit_load_data)
+        if averaging.mode != "pulsar":
+            source = AveragesSource(
+                method="window", reason=f"plain means over {averaging.short_window} and {averaging.long_window} windows"
+            )
+        else:
+            choice = choices[cluster]
+            written = None
+            if keep_averages:
+                written = keep_state(
+                    samples_uri, cluster, choice, payloads, recent.get(cluster, []), as_of, history, excluded[cluster]
+                )
+            source = AveragesSource(
+                method="incremental" if choice.state else "full",
+                reason=choice.reason,
+                state=storage.display(choice.uri) if choice.uri else None,
+                written=storage.display(written) if written else None,
+            )
+        results[cluster] = result.model_copy(update={"averages": source})
     return results
+
+
+def keep_state(
+    samples: str,
+    cluster: str,
+    choice: StateChoice,
+    payloads: Sequence[tuple[str, Any]],
+    recent: Sequence[int],
+    as_of: datetime,
+    history: timedelta,
+    unpublished: Sequence[int],
+) -> str:
+    """Store the cluster's averages as this run leaves them, for the next run to fold onto."""
+    rows = [
+        {"bundle": payload["bundle"], **{name: payload["row"][name] for name in STATE_SCHEMA.names[1:]}}
+        for kind, payload in payloads
+        if kind == "average"
+    ]
+    newest = max([row["last_snapshot_id"] for row in rows] + list(recent), default=0)
+    state = AveragesState(
+        cluster=cluster,
+        as_of=as_of,
+        origin=choice.state.origin if choice.state else as_of - history,
+        newest_snapshot=newest,
+        recent_snapshots=tuple(recent),
+        unpublished=tuple(sorted(unpublished)),
+    )
+    return write_state(samples, state, rows)
 
 
 def plan_output_uri(output: str, cluster: str) -> str:
@@ -569,6 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             history=parse_duration(request.get("history", "7d")),
             as_of=datetime.fromisoformat(request["asOf"]) if request.get("asOf") else None,
             emit_load_data=request.get("emitLoadData", False),
+            recompute_averages=request.get("recomputeAverages", False),
         )
     finally:
         spark.stop()

@@ -90,13 +90,20 @@ def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
         params={
             "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
             "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
+            "recompute_averages": Param(
+                False,
+                type="boolean",
+                description="Recompute the bundle averages from the samples, not fold onto the stored state",
+            ),
             **_executor_params(),
         },
     )
     def pulsar_rebalance_plan() -> None:
         @task
         def prepare(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            return airflow_tasks.prepare_plan(cluster, params["strategy"], params["settings"], run_id)
+            return airflow_tasks.prepare_plan(
+                cluster, params["strategy"], params["settings"], run_id, params.get("recompute_averages", False)
+            )
 
         uris = prepare()
         spark_job = SparkSubmitOperator(

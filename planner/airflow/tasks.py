@@ -78,13 +78,18 @@ def run_directory_name(run_id: str) -> str:
     return f"{readable}-{hashlib.sha256(run_id.encode()).hexdigest()[:16]}"
 
 
-def prepare_plan(cluster: str, strategy: str, settings: dict[str, Any], run_id: str) -> dict[str, str]:
+def prepare_plan(
+    cluster: str, strategy: str, settings: dict[str, Any], run_id: str, recompute_averages: bool = False
+) -> dict[str, str]:
     """Write the Spark job's input for this run under the storage root; returns the URIs the job and the
     commit step use (XCom)."""
     root = planner_settings(airflow=True).storage_root
     run_uri = storage.join(storage.to_uri(root), "runs", cluster, run_directory_name(run_id))
     request = PlanRequest(
-        clusters=(cluster,), strategy=strategy, settings={key: str(value) for key, value in settings.items()}
+        clusters=(cluster,),
+        strategy=strategy,
+        settings={key: str(value) for key, value in settings.items()},
+        recompute_averages=recompute_averages,
     )
     input_uri = storage.join(run_uri, "input.json")
     storage.write_bytes(input_uri, json.dumps(job_request(store(), request)).encode())

@@ -133,12 +133,22 @@ class PlanDocument(_Document):
             raise InputError(format_validation_error(error, what)) from None
 
 
+class AveragesSource(_Document):
+    """How the job came by a cluster's bundle averages (`planner.samples.averages_state`)."""
+
+    method: Literal["incremental", "full", "window"]
+    reason: str
+    state: str | None = None  # the stored state folded onto
+    written: str | None = None  # the state this run stored
+
+
 class JobResult(_Document):
     """What the Spark job writes per cluster (`plan-<cluster>.json`)."""
 
     plan: PlanDocument
     snapshot: int | None = None
     load_data: dict[str, Any] | None = None  # LoadData JSON, when asked for (tests and the differential harness)
+    averages: AveragesSource | None = None
 
     @classmethod
     def parse(cls, text: str | bytes, what: str) -> JobResult:

@@ -22,7 +22,7 @@ from planner.audit.plan_records import CommitResult, commit_plan_once, read_stat
 from planner.collect.collector import read_archive, unpublished_snapshot_ids
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
-from planner.plan.document import JobResult, PlanDocument
+from planner.plan.document import JobResult
 from planner.plan.shedding.registry import shedding_strategy
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
@@ -36,6 +36,7 @@ class PlanRequest:
     averaging: str = "pulsar"
     history: str = "7d"
     include_splits: bool = True
+    recompute_averages: bool = False  # rather than fold onto the stored averages state
 
 
 def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
@@ -91,6 +92,7 @@ def job_request(store: Store, request: PlanRequest, as_of: datetime | None = Non
         "stateVersions": versions,
         "averaging": request.averaging,
         "history": request.history,
+        "recomputeAverages": request.recompute_averages,
         "asOf": (as_of or datetime.now(UTC)).isoformat(),
     }
 
@@ -132,8 +134,9 @@ def run_plan(
     spark_conf: Mapping[str, str] | None = None,
     run_id: str | None = None,
     spark: SparkSession | None = None,
-) -> dict[str, tuple[CommitResult, PlanDocument]]:
-    """Run the Spark job with this process as its driver and commit; returns each cluster's commit result and plan.
+) -> dict[str, tuple[CommitResult, JobResult]]:
+    """Run the Spark job with this process as its driver and commit; returns each cluster's commit result and
+    the job's result (the plan, and how its averages were come by).
 
     A given Spark session is used and left running; otherwise one is started on `master` (a local master, a
     cluster's, or a Spark Connect endpoint) with `spark_conf`, and stopped.
@@ -154,6 +157,7 @@ def run_plan(
             averaging=Averaging.parse(request.averaging),
             history=parse_duration(request.history),
             as_of=datetime.fromisoformat(document["asOf"]),
+            recompute_averages=request.recompute_averages,
         )
     finally:
         if own_session:
@@ -162,4 +166,4 @@ def run_plan(
     if missing:
         raise InputError(f"no samples in the last {request.history} for {', '.join(missing)}")
     committed = commit_job_output(store, document, results, run_id)
-    return {cluster: (committed[cluster], results[cluster].plan) for cluster in results}
+    return {cluster: (committed[cluster], results[cluster]) for cluster in results}

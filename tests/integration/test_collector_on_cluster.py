@@ -143,7 +143,8 @@ def test_the_spark_job_plans_from_the_real_clusters_snapshots(pulsar_cluster, tr
         snapshots.append(collect(client, store, tmp_path))
         time.sleep(2)
     request = PlanRequest(clusters=(pulsar_cluster["cluster"],), strategy="AvgShedder", settings={}, history="1d")
-    [(commit, plan)] = run_plan(store, samples_root(tmp_path), request, spark=spark).values()
+    [(commit, result)] = run_plan(store, samples_root(tmp_path), request, spark=spark).values()
+    plan = result.plan
     assert commit.created and commit.state_version == 1
     assert {broker.broker for broker in plan.brokers} == {b["id"] for b in pulsar_cluster["brokers"]}
     shown = show_plan(store, commit.plan_id)

@@ -309,9 +309,9 @@ def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spar
     fired = {"high": [], "mid": []}
     for run in range(8):
         outcome = run_plan(store, samples_root(tmp_path), request, spark=spark, run_id=f"run-{run}")
-        for cluster, (commit, plan) in outcome.items():
+        for cluster, (commit, result) in outcome.items():
             assert commit.created and commit.state_version == run + 1
-            fired[cluster].append(any(action.kind == "unload" for action in plan.actions))
+            fired[cluster].append(any(action.kind == "unload" for action in result.plan.actions))
         low = read_state(store, "mid", "AvgShedder").state["lowHitCount"]
         assert low == ({} if run == 7 else {"hot:8080": run + 1, "cold:8080": run + 1})
     assert fired["high"] == [False, True, False, True, False, True, False, True]
