@@ -21,10 +21,11 @@ def spark():
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def standalone_spark(tmp_path_factory):
     """A real Spark standalone cluster on loopback whose workers see nothing of the checkout, and the workers'
-    Python (numpy, pandas, pyarrow only): `tests/spark/cluster.py`."""
+    Python (numpy, pandas, pyarrow only): `tests/spark/cluster.py`. One for the session: starting it and the
+    workers' Python takes about a minute."""
     from tests.spark.cluster import standalone_cluster, worker_python
 
     root = tmp_path_factory.mktemp("standalone")

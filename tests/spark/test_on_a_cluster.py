@@ -168,6 +168,7 @@ def test_the_cli_plans_on_a_standalone_cluster_as_on_a_local_master(
     same(plan, local_plan)
 
 
+@pytest.mark.slow  # about 75 s; `scripts/test.sh -m slow`
 def test_the_plan_dags_spark_submit_runs_on_the_standalone_cluster(
     standalone_spark, planner_home, local_plan, tmp_path
 ):
@@ -209,6 +210,7 @@ def test_the_plan_dags_spark_submit_runs_on_the_standalone_cluster(
     same({**plan, "status": None}, {**local_plan, "status": None})
 
 
+@pytest.mark.slow  # about 55 s; `scripts/test.sh -m slow`
 def test_the_cli_plans_through_spark_connect_as_on_a_local_master(standalone_spark, planner_home, local_plan, tmp_path):
     running, python = standalone_spark
     with connect_server(tmp_path, running, python) as server:
