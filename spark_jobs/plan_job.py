@@ -548,17 +548,17 @@ def _plan_group(
     )
 
 
+def _taken_after(since: datetime) -> F.Column:
+    """Rows taken after `since`, in words the reader prunes date partitions by."""
+    return (F.col("date") >= F.lit(since.astimezone(UTC).date().isoformat())) & (F.col("taken_at") > F.lit(since))
+
+
 def _new_samples(bundles: DataFrame, folding: Mapping[str, AveragesState]) -> DataFrame:
     """The rows of each folding cluster that its state has not folded: taken since `LATE_WINDOW` before the state,
     other than the snapshots it folded then (the date partitions before are never listed)."""
     conditions = []
     for cluster, state in folding.items():
-        since = state.as_of - LATE_WINDOW
-        condition = (
-            (F.col("cluster") == F.lit(cluster))
-            & (F.col("date") >= F.lit(since.date().isoformat()))
-            & (F.col("taken_at") > F.lit(since))
-        )
+        condition = (F.col("cluster") == F.lit(cluster)) & _taken_after(state.as_of - LATE_WINDOW)
         if state.recent_snapshots:
             condition &= ~F.col("snapshot_id").isin(list(state.recent_snapshots))
         conditions.append(condition)
@@ -594,9 +594,8 @@ def _choose_states(
 
 def recent_snapshots(bundles: DataFrame, as_of: datetime) -> dict[str, list[int]]:
     """Per cluster, the snapshot ids taken after `as_of - LATE_WINDOW` (what a state records as folded lately)."""
-    since = as_of - LATE_WINDOW
-    recent = bundles.where((F.col("date") >= F.lit(since.date().isoformat())) & (F.col("taken_at") > F.lit(since)))
-    rows = recent.groupBy("cluster").agg(F.sort_array(F.collect_set("snapshot_id")).alias("ids")).collect()
+    recent = bundles.where(_taken_after(as_of - LATE_WINDOW)).groupBy("cluster")
+    rows = recent.agg(F.sort_array(F.collect_set("snapshot_id")).alias("ids")).collect()
     return {row["cluster"]: list(row["ids"]) for row in rows}
 
 
