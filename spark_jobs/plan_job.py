@@ -353,7 +353,8 @@ def bundle_averages(
         )
         ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
         no_fold_columns = [F.lit(None).cast("long").alias(c) for c in FOLD_COLUMNS]
-        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *columns[:-3], *no_fold_columns))
+        averaged_columns = [c for c in columns if c not in FOLD_COLUMNS]
+        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *averaged_columns, *no_fold_columns))
     return add_up(reduce(DataFrame.unionByName, parts))
 
 
@@ -548,9 +549,14 @@ def _plan_group(
     )
 
 
+def _date_partition(taken_at: datetime) -> F.Column:
+    """The `date` partition value of rows taken at `taken_at` (UTC)."""
+    return F.lit(taken_at.astimezone(UTC).date().isoformat())
+
+
 def _taken_after(since: datetime) -> F.Column:
     """Rows taken after `since`, in words the reader prunes date partitions by."""
-    return (F.col("date") >= F.lit(since.astimezone(UTC).date().isoformat())) & (F.col("taken_at") > F.lit(since))
+    return (F.col("date") >= _date_partition(since)) & (F.col("taken_at") > F.lit(since))
 
 
 def _new_samples(bundles: DataFrame, folding: Mapping[str, AveragesState]) -> DataFrame:
@@ -609,7 +615,7 @@ def _of_snapshots(frame: DataFrame, snapshots: Mapping[str, tuple[int, datetime]
     """The rows of one snapshot per cluster (its date partition only)."""
     conditions = [
         (F.col("cluster") == F.lit(cluster))
-        & (F.col("date") == F.lit(taken_at.astimezone(UTC).date().isoformat()))
+        & (F.col("date") == _date_partition(taken_at))
         & (F.col("snapshot_id") == F.lit(snapshot_id))
         for cluster, (snapshot_id, taken_at) in snapshots.items()
     ]
@@ -665,7 +671,6 @@ def plan_clusters(
     as_of: datetime | None = None,
     emit_load_data: bool = False,
     recompute_averages: bool = False,
-    keep_averages: bool = True,
 ) -> dict[str, JobResult]:
     """Plans for the clusters, keyed by cluster (the plan, the snapshot planned, and LoadData when asked).
 
@@ -675,7 +680,7 @@ def plan_clusters(
 
     `pulsar` averages fold the samples taken since the cluster's stored averages state onto it, or are
     recomputed from the samples within `history` (`planner.samples.averages_state` says when); each result says
-    which and why. The run then stores its own state, unless `keep_averages` is false.
+    which and why. The run then stores its own state.
     """
     from planner.plan.document import AveragesSource
 
@@ -735,7 +740,7 @@ def plan_clusters(
         )
     )
     now_millis = int(as_of.timestamp() * 1000)
-    recent = recent_snapshots(all_bundles, as_of) if keep_averages and choices else {}
+    recent = recent_snapshots(all_bundles, as_of) if choices else {}
     # Each cluster's plan is made on the driver by the pure planner (pydantic and all; the executors need none
     # of it), from its rows streamed one partition at a time: no RDDs, so Spark Connect runs it too.
     streamed = rows.orderBy("cluster").toLocalIterator()
@@ -749,16 +754,14 @@ def plan_clusters(
             )
         else:
             choice = choices[cluster]
-            written = None
-            if keep_averages:
-                written = keep_state(
-                    samples_uri, cluster, choice, payloads, recent.get(cluster, []), as_of, history, excluded[cluster]
-                )
+            written = keep_state(
+                samples_uri, cluster, choice, payloads, recent.get(cluster, []), as_of, history, excluded[cluster]
+            )
             source = AveragesSource(
                 method="incremental" if choice.state else "full",
                 reason=choice.reason,
                 state=storage.display(choice.uri) if choice.uri else None,
-                written=storage.display(written) if written else None,
+                written=storage.display(written),
             )
         results[cluster] = result.model_copy(update={"averages": source})
     return results
