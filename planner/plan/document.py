@@ -95,6 +95,17 @@ class PredictedMoveDocument(_Document):
     destination_after: float
 
 
+class MaintenanceDocument(_Document):
+    """What a maintenance plan was asked to do (`planner.plan.maintenance`, `planner.plan.rollback`)."""
+
+    mode: Literal["drain", "fill", "rollback"]
+    brokers: list[str] = Field(default_factory=list)  # drained or filled
+    max_moves: int | None = None
+    # Brokers predicted over the overload threshold after the plan: the cluster lacks the capacity.
+    over_capacity: list[str] = Field(default_factory=list)
+    rolls_back: int | None = None  # the executed plan a rollback undoes
+
+
 class PlanDocument(_Document):
     cluster: str
     strategy: str
@@ -107,6 +118,12 @@ class PlanDocument(_Document):
     notes: list[str] = Field(default_factory=list)
     usage_models: dict[str, Any] | None = None
     predicted_moves: list[PredictedMoveDocument] = Field(default_factory=list)
+    maintenance: MaintenanceDocument | None = None
+
+    @property
+    def mode(self) -> str:
+        """`rebalance` for the strategies' plans, else the maintenance mode."""
+        return self.maintenance.mode if self.maintenance else "rebalance"
 
     @model_validator(mode="after")
     def _hash_of_its_actions(self) -> PlanDocument:

@@ -53,6 +53,13 @@ def is_sla_or_heartbeat_namespace(namespace: str, version: PulsarVersion = _LATE
     )
 
 
+def is_pinned_namespace(namespace: str) -> bool:
+    """A heartbeat or SLA-monitor namespace in any release's form: Pulsar assigns it to the broker its name
+    holds, so no unload moves it (maintenance plans leave it, and a drained broker keeps it)."""
+    pinned = (_HEARTBEAT_NAMESPACE, _HEARTBEAT_NAMESPACE_V1, _SLA_MONITOR_NAMESPACE_V1, _SLA_MONITOR_NAMESPACE)
+    return any(pattern.fullmatch(namespace) for pattern in pinned)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A bundle a shedder may move, with the traffic figure it is ranked by."""

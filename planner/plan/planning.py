@@ -68,6 +68,7 @@ class PlanResult:
     notes: tuple[str, ...] = field(default=())
     usage_models: UsageModels | None = None
     predicted_moves: tuple[PredictedMove, ...] = ()
+    maintenance: dict[str, Any] | None = None  # a maintenance plan's MaintenanceDocument (JSON)
 
     @property
     def actions_hash(self) -> str:
@@ -103,6 +104,7 @@ class PlanResult:
                 }
                 for move in self.predicted_moves
             ],
+            "maintenance": self.maintenance,
         }
 
 

@@ -1,0 +1,276 @@
+"""Maintenance plans: drain named brokers (before decommissioning or an upgrade), fill named or newly joined
+ones (after a scale-out). Pure, like the strategies: LoadData in, a plan out.
+
+Both place bundles on predicted load (`planner.plan.forecast`: the short-term averages move with a bundle,
+resource usage changes by each broker's usage model). They balance message rate, in and out, which is what
+moves with a bundle and what the forecast predicts best, and guard resources: a destination whose predicted
+score would pass the overload threshold (`loadBalancerBrokerOverloadedThresholdPercentage`) is taken only when
+no broker stays below it, and then the plan says, before anyone approves, that the cluster lacks the capacity.
+
+Heartbeat and SLA-monitor bundles never move: Pulsar pins them to their broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from planner.config import PulsarConfig
+from planner.errors import InputError
+from planner.model import LoadData
+from planner.plan.bundles.bundle_range import namespace_of
+from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, measured_loads
+from planner.plan.load_manager_shared import is_pinned_namespace
+from planner.plan.planning import PlannedAction, PlanResult
+from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
+
+
+class MaintenanceMode(StrEnum):
+    DRAIN = "drain"
+    FILL = "fill"
+
+
+DEFAULT_MAX_MOVES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceRequest:
+    """What the operator asked for: the mode, the brokers (fill: none means the brokers owning no bundle),
+    and the most unloads one fill plan may hold (a drain moves every bundle)."""
+
+    mode: MaintenanceMode
+    brokers: tuple[str, ...] = ()
+    max_moves: int | None = None
+
+    @classmethod
+    def parse(cls, document: Mapping[str, object], what: str) -> MaintenanceRequest:
+        mode = document.get("mode")
+        if mode not in {m.value for m in MaintenanceMode}:
+            raise InputError(f"{what}: mode {mode!r} is not one of {', '.join(m.value for m in MaintenanceMode)}")
+        brokers = document.get("brokers") or []
+        if not isinstance(brokers, list) or not all(isinstance(b, str) and b for b in brokers):
+            raise InputError(f"{what}: brokers must be a list of broker ids, got {brokers!r}")
+        max_moves = document.get("maxMoves")
+        if max_moves is not None and (not isinstance(max_moves, int) or max_moves < 1):
+            raise InputError(f"{what}: maxMoves must be a positive integer, got {max_moves!r}")
+        return cls(MaintenanceMode(mode), tuple(brokers), max_moves)
+
+    def to_json(self) -> dict[str, object]:
+        return {"mode": self.mode.value, "brokers": list(self.brokers), "maxMoves": self.max_moves}
+
+
+def _msg_rate(load: BrokerLoad) -> float:
+    return load.traffic.msg_rate_in + load.traffic.msg_rate_out
+
+
+def _movable(load_data: LoadData, config: PulsarConfig, broker: str) -> list[str]:
+    """The broker's bundles a plan may move, the busiest first (ties by name, so plans are reproducible)."""
+    bundles = [
+        bundle for bundle in load_data.brokers[broker].last_stats if not is_pinned_namespace(namespace_of(bundle))
+    ]
+    return sorted(bundles, key=lambda bundle: (-_bundle_rate(load_data, bundle), bundle))
+
+
+def _bundle_rate(load_data: LoadData, bundle: str) -> float:
+    traffic = bundle_traffic(load_data, bundle)
+    return traffic.msg_rate_in + traffic.msg_rate_out
+
+
+def _unknown_brokers(load_data: LoadData, brokers: Sequence[str], cluster: str, mode: MaintenanceMode) -> None:
+    unknown = [broker for broker in brokers if broker not in load_data.brokers]
+    if unknown:
+        known = ", ".join(sorted(load_data.brokers)) or "none"
+        raise InputError(
+            f"{mode.value} of cluster {cluster!r}: broker {', '.join(map(repr, unknown))} is not one of the brokers "
+            f"in its latest snapshot ({known})"
+        )
+
+
+class _Placement:
+    """Predicted loads while a plan's moves are chosen one by one."""
+
+    def __init__(self, load_data: LoadData, config: PulsarConfig, usage_models: UsageModels | None) -> None:
+        self.load_data, self.config = load_data, config
+        self.fits: dict[str, dict[str, ResourceFit]] = resolved_models(load_data, usage_models)
+        self.loads: dict[str, BrokerLoad] = measured_loads(load_data)
+        self.moves: list[Move] = []
+
+    def after(self, move: Move) -> dict[str, BrokerLoad]:
+        return after_move(self.loads, move, bundle_traffic(self.load_data, move.bundle), self.fits)
+
+    def score(self, loads: Mapping[str, BrokerLoad], broker: str) -> float:
+        return loads[broker].score(self.config.resource_weights)
+
+    def apply(self, move: Move) -> None:
+        self.loads = self.after(move)
+        self.moves.append(move)
+
+    @property
+    def threshold(self) -> float:
+        return self.config.overload_threshold * 100
+
+
+def _result(
+    cluster: str,
+    request: MaintenanceRequest,
+    placement: _Placement,
+    actions: list[PlannedAction],
+    notes: list[str],
+    usage_models: UsageModels | None,
+    over_capacity: Collection[str] = (),
+) -> PlanResult:
+    mode = request.mode
+    return PlanResult(
+        cluster=cluster,
+        strategy=mode.value,
+        actions=tuple(actions),
+        brokers=tuple(forecast(placement.load_data, placement.config, placement.moves, usage_models)),
+        state_before={},
+        state_after={},
+        notes=tuple(notes),
+        usage_models=usage_models,
+        maintenance={**request.to_json(), "overCapacity": sorted(over_capacity)},
+    )
+
+
+def _unload(placement: _Placement, move: Move, reason: str) -> PlannedAction:
+    traffic = bundle_traffic(placement.load_data, move.bundle)
+    placement.apply(move)
+    return PlannedAction(
+        kind="unload",
+        bundle=move.bundle,
+        source=move.source,
+        destination=move.destination,
+        msg_rate=traffic.msg_rate_in + traffic.msg_rate_out,
+        throughput=traffic.throughput_in + traffic.throughput_out,
+        reason=reason,
+    )
+
+
+def drain_plan(
+    cluster: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    brokers: Sequence[str],
+    usage_models: UsageModels | None = None,
+) -> PlanResult:
+    """Every movable bundle of `brokers` onto the others, the busiest first, each to the broker whose predicted
+    message rate after it is lowest among those staying below the overload threshold."""
+    mode = MaintenanceMode.DRAIN
+    if not brokers:
+        raise InputError(f"drain of cluster {cluster!r}: name the brokers to drain")
+    _unknown_brokers(load_data, brokers, cluster, mode)
+    draining = set(brokers)
+    remaining = sorted(set(load_data.brokers) - draining)
+    if not remaining:
+        raise InputError(f"drain of cluster {cluster!r}: it would leave no broker to take the bundles")
+    placement = _Placement(load_data, config, usage_models)
+    bundles = sorted(
+        ((bundle, broker) for broker in sorted(draining) for bundle in _movable(load_data, config, broker)),
+        key=lambda item: (-_bundle_rate(load_data, item[0]), item[0]),
+    )
+    actions, over = [], set()
+    for bundle, source in bundles:
+        options = []
+        for destination in remaining:
+            loads = placement.after(Move(bundle, source, destination))
+            score = placement.score(loads, destination)
+            options.append((score > placement.threshold, _msg_rate(loads[destination]), score, destination))
+        too_high, _, score, destination = min(options)
+        if too_high:
+            over.add(destination)
+        reason = f"drain {source}: to {destination}, predicted {score:.1f} points after"
+        actions.append(_unload(placement, Move(bundle, source, destination), reason))
+    pinned = sum(len(load_data.brokers[b].last_stats) for b in draining) - len(bundles)
+    notes = [
+        f"drain {', '.join(sorted(draining))}: {len(actions)} bundles, "
+        f"{sum(a.msg_rate for a in actions):.1f} msg/s onto {len(remaining)} brokers"
+        + (f"; {pinned} heartbeat/SLA-monitor bundles stay (Pulsar pins them to their broker)" if pinned else "")
+    ]
+    if over:
+        notes.append(
+            f"capacity: the remaining brokers cannot take the load below the overload threshold "
+            f"({placement.threshold:.0f}%): predicted over it: "
+            + ", ".join(f"{b} {placement.score(placement.loads, b):.1f}%" for b in sorted(over))
+        )
+    request = MaintenanceRequest(mode, tuple(sorted(draining)))
+    return _result(cluster, request, placement, actions, notes, usage_models, over)
+
+
+def _fill_targets(load_data: LoadData, config: PulsarConfig, brokers: Sequence[str]) -> list[str]:
+    if brokers:
+        return sorted(set(brokers))
+    return sorted(broker for broker in load_data.brokers if not _movable(load_data, config, broker))
+
+
+def fill_plan(
+    cluster: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    brokers: Sequence[str],
+    max_moves: int = DEFAULT_MAX_MOVES,
+    usage_models: UsageModels | None = None,
+) -> PlanResult:
+    """Bring `brokers` (none named: those owning no movable bundle, the newly joined) up to the cluster's
+    balanced share of message rate in one plan: repeatedly, the least loaded of them takes from the busiest
+    other broker the bundle that brings both closest to the share, until no move improves or `max_moves`."""
+    mode = MaintenanceMode.FILL
+    _unknown_brokers(load_data, brokers, cluster, mode)
+    targets = _fill_targets(load_data, config, brokers)
+    if not targets:
+        raise InputError(f"fill of cluster {cluster!r}: no broker owns nothing; name the brokers to fill")
+    donors = sorted(set(load_data.brokers) - set(targets))
+    if not donors:
+        raise InputError(f"fill of cluster {cluster!r}: every broker is to be filled; nothing to take bundles from")
+    placement = _Placement(load_data, config, usage_models)
+    share = sum(_msg_rate(load) for load in placement.loads.values()) / len(placement.loads)
+    moved: set[str] = set()
+    actions: list[PlannedAction] = []
+    while len(actions) < max_moves:
+        target = min(targets, key=lambda b: (_msg_rate(placement.loads[b]), b))
+        gap = share - _msg_rate(placement.loads[target])
+        best = None
+        for donor in sorted(donors, key=lambda b: (-_msg_rate(placement.loads[b]), b)):
+            surplus = _msg_rate(placement.loads[donor]) - share
+            for bundle in _movable(load_data, config, donor):
+                rate = _bundle_rate(load_data, bundle)
+                if bundle in moved or rate <= 0:
+                    continue
+                # The imbalance of the two brokers after the move, against before: it must shrink.
+                after = abs(gap - rate) + abs(surplus - rate)
+                if after >= abs(gap) + abs(surplus) - 1e-9:
+                    continue
+                move = Move(bundle, donor, target)
+                if placement.score(placement.after(move), target) > placement.threshold:
+                    continue
+                if best is None or after < best[0]:
+                    best = (after, move)
+            if best is not None:
+                break  # the busiest donor that has a fitting bundle gives
+        if best is None:
+            break
+        move = best[1]
+        moved.add(move.bundle)
+        reason = f"fill {target}: from {move.source}, towards the balanced share of {share:.1f} msg/s"
+        actions.append(_unload(placement, move, reason))
+    notes = [
+        f"fill {', '.join(targets)}: balanced share {share:.1f} msg/s per broker; predicted after: "
+        + ", ".join(f"{b} {_msg_rate(placement.loads[b]):.1f}" for b in targets)
+    ]
+    if len(actions) >= max_moves:
+        notes.append(f"the move budget ({max_moves}) ran out before every target reached its share")
+    request = MaintenanceRequest(mode, tuple(targets), max_moves)
+    return _result(cluster, request, placement, actions, notes, usage_models)
+
+
+def maintenance_plan(
+    cluster: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    request: MaintenanceRequest,
+    usage_models: UsageModels | None = None,
+) -> PlanResult:
+    if request.mode is MaintenanceMode.DRAIN:
+        return drain_plan(cluster, load_data, config, request.brokers, usage_models)
+    return fill_plan(cluster, load_data, config, request.brokers, request.max_moves or DEFAULT_MAX_MOVES, usage_models)
