@@ -6,6 +6,7 @@ Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import getpass
 import json
@@ -13,7 +14,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import list_plans, show_plan
-from planner.collect.admin_client import AdminError
+from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import PulsarConfig, load_config, parse_assignments
@@ -43,6 +44,8 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import bundle
 from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import can_split
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
+from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
+from planner.plan.rollback import plan_rollback
 from planner.plan.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import STRATEGIES, shedding_strategy
 from planner.samples.dataset import samples_root
@@ -272,6 +275,7 @@ def command_plan(args: argparse.Namespace) -> None:
         raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
     config = _config(args)  # validates the settings before Spark starts
     settings = config.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    maintenance = _maintenance_request(args)
     request = PlanRequest(
         clusters=tuple(args.cluster),
         strategy=shedding_strategy(args.strategy).name,
@@ -280,6 +284,7 @@ def command_plan(args: argparse.Namespace) -> None:
         history=args.history,
         include_splits=not args.no_splits,
         recompute_averages=args.recompute_averages,
+        maintenance=maintenance,
     )
     spark_conf = parse_assignments(args.spark_conf, "--conf")
     outcome = run_plan(
@@ -298,13 +303,30 @@ def command_plan(args: argparse.Namespace) -> None:
                     "plan": commit.plan_id,
                     "created": commit.created,
                     "stateVersion": commit.state_version,
+                    "mode": result.plan.mode,
                     "actions": len(result.plan.actions),
+                    "notes": list(result.plan.notes) if maintenance else None,
                     "averages": result.averages.to_json() if result.averages else None,
                 }
                 for cluster, (commit, result) in sorted(outcome.items())
             ]
         }
     )
+
+
+def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
+    """`--mode drain|fill` with `--brokers`; None for the strategy's rebalance."""
+    brokers = [broker.strip() for broker in (args.brokers or "").split(",") if broker.strip()]
+    if args.mode == "rebalance":
+        if brokers or args.max_moves is not None:
+            raise InputError("pulsar-rebalance plan: --brokers and --max-moves go with --mode drain or --mode fill")
+        return None
+    if args.mode == "drain" and not brokers:
+        raise InputError("pulsar-rebalance plan --mode drain: --brokers is required (the brokers to drain, A,B)")
+    if len(args.cluster) != 1:
+        raise InputError(f"pulsar-rebalance plan --mode {args.mode}: name exactly one --cluster")
+    document = {"mode": args.mode, "brokers": brokers, "maxMoves": args.max_moves}
+    return MaintenanceRequest.parse(document, f"plan --mode {args.mode}")
 
 
 def command_approve(args: argparse.Namespace) -> None:
@@ -359,29 +381,51 @@ def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
     return planner_settings().executor.overridden(values, "execute options")
 
 
+@contextlib.contextmanager
+def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
+    """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
+    the clusters file; a URL of another cluster is refused."""
+    plan_cluster = show_plan(store, plan_id)["cluster"]
+    if args.cluster and args.cluster != plan_cluster:
+        raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
+    if not args.cluster and not args.admin_url:
+        args.cluster = plan_cluster
+    with _cluster_settings(args).client() as client:
+        try:
+            if args.admin_url and client.cluster_name() != plan_cluster:
+                raise InputError(
+                    f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
+                    f"but plan {plan_id} is for {plan_cluster!r}"
+                )
+            yield client
+        except AdminError as error:
+            raise InputError(str(error)) from None
+
+
 def command_execute(args: argparse.Namespace) -> None:
     settings = _executor_settings(args)  # bad settings fail before anything is read or sent
     store = _store(args)
-    plan = show_plan(store, args.plan_id)
-    if args.cluster and args.cluster != plan["cluster"]:
-        raise InputError(f"plan {args.plan_id} is for cluster {plan['cluster']!r}, not --cluster {args.cluster!r}")
-    if not args.cluster and not args.admin_url:
-        args.cluster = plan["cluster"]
-    cluster = _cluster_settings(args)
-    with cluster.client() as client:
+    with _plan_cluster_client(args, store, args.plan_id) as client:
         client.timeout = (client.timeout[0], settings.request_timeout_seconds)
-        try:
-            if args.admin_url and client.cluster_name() != plan["cluster"]:
-                raise InputError(
-                    f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
-                    f"but plan {args.plan_id} is for {plan['cluster']!r}"
-                )
-            report = execute_plan(
-                store, client, args.plan_id, settings, actor=f"cli:{getpass.getuser()}", claim_wait=args.wait_for_claim
-            )
-        except AdminError as error:
-            raise InputError(str(error)) from None
+        report = execute_plan(
+            store, client, args.plan_id, settings, actor=f"cli:{getpass.getuser()}", claim_wait=args.wait_for_claim
+        )
     _print_json(report.to_json())
+
+
+def command_rollback(args: argparse.Namespace) -> None:
+    store = _store(args)
+    with _plan_cluster_client(args, store, args.plan_id) as client:
+        committed, document = plan_rollback(store, client, args.plan_id, actor=f"cli:{getpass.getuser()}")
+    _print_json(
+        {
+            "plan": committed.plan_id,
+            "created": committed.created,
+            "rollsBack": args.plan_id,
+            "actions": len(document.actions),
+            "notes": document.notes,
+        }
+    )
 
 
 def command_plans(args: argparse.Namespace) -> None:
@@ -472,6 +516,14 @@ def command_demo(args: argparse.Namespace) -> None:
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
+
+
+def _add_plan_cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", help="a cluster of the clusters file (default: the plan's cluster)")
+    parser.add_argument("--admin-url", help="the cluster's admin URL instead of the clusters file")
+    parser.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
+    parser.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
+    parser.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -571,6 +623,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--run-id", help="identifies the run; a retried commit of the same run changes nothing")
     plan.add_argument("--no-splits", action="store_true", help="plan unloads only")
+    plan.add_argument(
+        "--mode",
+        choices=["rebalance", "drain", "fill"],
+        default="rebalance",
+        help="rebalance: the strategy's plan; drain: move every bundle off --brokers; fill: bring --brokers "
+        "(default: those owning nothing) up to the balanced share",
+    )
+    plan.add_argument("--brokers", metavar="A,B", help="with --mode drain|fill: broker ids, comma separated")
+    plan.add_argument(
+        "--max-moves", type=int, metavar="N", help=f"with --mode fill: unloads at most (default {DEFAULT_MAX_MOVES})"
+    )
     _add_config_options(plan)
     _add_store_options(plan)
     plan.set_defaults(handler=command_plan)
@@ -585,11 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     execute = commands.add_parser("execute", help="execute an approved plan (or resume a stopped execution)")
     execute.add_argument("plan_id", type=int, metavar="PLAN_ID")
-    execute.add_argument("--cluster", help="a cluster of the clusters file (default: the plan's cluster)")
-    execute.add_argument("--admin-url", help="the cluster's admin URL instead of the clusters file")
-    execute.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
-    execute.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
-    execute.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
+    _add_plan_cluster_options(execute)
     execute.add_argument("--actions-per-minute", type=float, help="pacing; 0 for none (default 30)")
     execute.add_argument("--max-actions", type=int, help="actions at most in this run (default 100)")
     execute.add_argument("--max-failures", type=int, help="stop after this many failed actions (default 3)")
@@ -615,6 +674,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_store_options(execute)
     execute.set_defaults(handler=command_execute)
+
+    rollback = commands.add_parser(
+        "rollback", help="plan the undo of an executed plan: each moved bundle back to its source (then approve)"
+    )
+    rollback.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the executed (or partly executed) plan")
+    _add_plan_cluster_options(rollback)
+    _add_store_options(rollback)
+    rollback.set_defaults(handler=command_rollback)
 
     plans = commands.add_parser("plans", help="list plans")
     plans.add_argument("--cluster")

@@ -505,6 +505,7 @@ def _plan_group(
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
     from planner.plan.document import JobResult
+    from planner.plan.maintenance import MaintenanceRequest, maintenance_plan
     from planner.plan.planning import make_plan
     from planner.plan.usage_model import UsageModels
 
@@ -530,6 +531,14 @@ def _plan_group(
     }
     load_data = load_data_from_mapping(document)
     config = PulsarConfig.from_settings(cluster_inputs.get("settings", {}), source=f"settings of {cluster}")
+    models = UsageModels.from_json(cluster_inputs["usageModels"]) if "usageModels" in cluster_inputs else None
+    if "maintenance" in cluster_inputs:
+        request = MaintenanceRequest.parse(cluster_inputs["maintenance"], f"maintenance of {cluster}")
+        return JobResult(
+            plan=maintenance_plan(cluster, load_data, config, request, models).to_document(),
+            snapshot=latest_snapshot,
+            load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
+        )
     plan = make_plan(
         cluster,
         load_data,
@@ -540,7 +549,7 @@ def _plan_group(
         include_splits=cluster_inputs.get("includeSplits", True),
         namespace_bundle_counts=cluster_inputs.get("namespaceBundleCounts"),
         seed=int(latest_snapshot or 0),
-        usage_models=UsageModels.from_json(cluster_inputs["usageModels"]) if "usageModels" in cluster_inputs else None,
+        usage_models=models,
     )
     return JobResult(
         plan=plan.to_document(),

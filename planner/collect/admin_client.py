@@ -395,6 +395,12 @@ class PulsarAdminClient:
             f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
         )
 
+    def bundle_owners(self, cluster: str) -> dict[str, str]:
+        """Every bundle an active broker owns, with that broker."""
+        return {
+            bundle: broker for broker in self.active_brokers(cluster) for bundle in self.owned_bundles(cluster, broker)
+        }
+
     def tenants(self) -> list[str]:
         return self._get_json("/admin/v2/tenants")
 

@@ -23,6 +23,7 @@ from planner.collect.collector import read_archive, unpublished_snapshot_ids
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
 from planner.plan.document import JobResult
+from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding.registry import shedding_strategy
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
@@ -37,6 +38,12 @@ class PlanRequest:
     history: str = "7d"
     include_splits: bool = True
     recompute_averages: bool = False  # rather than fold onto the stored averages state
+    maintenance: MaintenanceRequest | None = None  # a drain or fill plan instead of the strategy's
+
+    @property
+    def planner_name(self) -> str:
+        """Whose state the plan reads and commits: the strategy's, or the maintenance mode's (always empty)."""
+        return self.maintenance.mode.value if self.maintenance else shedding_strategy(self.strategy).name
 
 
 def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
@@ -57,7 +64,7 @@ def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
 def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], dict[str, int]]:
     """Per cluster: stored state, settings, recently unloaded bundles and namespace bundle counts; and the
     state version each was read at."""
-    strategy = shedding_strategy(request.strategy).name
+    strategy = request.planner_name
     inputs: dict[str, Any] = {}
     versions: dict[str, int] = {}
     for cluster in request.clusters:
@@ -78,6 +85,8 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
             # The job reads the samples files itself: it must skip every snapshot that is not published.
             "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
         }
+        if request.maintenance is not None:
+            inputs[cluster]["maintenance"] = request.maintenance.to_json()
         versions[cluster] = stored.version
     return inputs, versions
 

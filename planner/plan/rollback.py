@@ -1,0 +1,130 @@
+"""Rolling an executed plan back: the inverse plan, each bundle it moved back to its source.
+
+Unloads copy no data, so undoing one is as cheap as doing it. The inverse plan moves a bundle back only where
+that is still the undo: the plan's unload took effect, the bundle is still on the planned destination (not
+moved since by anyone, not split), and its source is an active broker. Splits are not undone: Pulsar has no
+bundle merge. The rollback is an ordinary plan from then on: the same approval gate, the same executor, and
+the audit trail links the two plans both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
+from planner.collect.admin_client import PulsarAdminClient
+from planner.errors import InputError, NotFoundError
+from planner.lifecycle import DONE_ATTEMPT_STATUSES, AttemptStatus
+from planner.plan.document import PlanDocument
+from planner.store.database import Store
+from planner.store.models import ActionExecution, Plan, PlanAction, audit_event
+
+ROLLBACK = "rollback"
+# Outcomes after which the bundle left its source (PLACED_ELSEWHERE: for another broker than planned).
+MOVED = frozenset({AttemptStatus.SUCCEEDED, AttemptStatus.RECONCILED_APPLIED, AttemptStatus.PLACED_ELSEWHERE})
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutedUnload:
+    """An unload of the plan and how its execution ended (None: never done)."""
+
+    bundle: str
+    source: str
+    destination: str
+    outcome: AttemptStatus | None
+    traffic: float
+
+
+def inverse_plan(
+    cluster: str,
+    plan_id: int,
+    unloads: Sequence[ExecutedUnload],
+    splits: int,
+    owners: Mapping[str, str],
+    active: Collection[str],
+) -> PlanDocument:
+    """The rollback of plan `plan_id` given where its bundles are now (`owners`) and the active brokers. Pure."""
+    actions, notes = [], []
+    for unload in unloads:
+        if unload.outcome not in MOVED:
+            continue
+        owner = owners.get(unload.bundle)
+        if owner != unload.destination:
+            where = f"on {owner}" if owner else "not owned by any active broker (split, deleted or unassigned)"
+            notes.append(f"{unload.bundle}: now {where}, not on {unload.destination}: left where it is")
+        elif unload.source not in active:
+            notes.append(f"{unload.bundle}: its source {unload.source} is not an active broker: left on {owner}")
+        else:
+            actions.append(
+                {
+                    "kind": "unload",
+                    "bundle": unload.bundle,
+                    "source": unload.destination,
+                    "destination": unload.source,
+                    "msgRate": unload.traffic,
+                    "reason": f"roll back plan {plan_id}: back to {unload.source}",
+                }
+            )
+    if splits:
+        notes.append(f"{splits} split(s) of plan {plan_id} stay: Pulsar cannot merge bundles")
+    moved = sum(unload.outcome in MOVED for unload in unloads)
+    notes.insert(0, f"rollback of plan {plan_id}: {len(actions)} of its {moved} moved bundles go back")
+    return PlanDocument.model_validate(
+        {
+            "cluster": cluster,
+            "strategy": ROLLBACK,
+            "actions": actions,
+            "notes": notes,
+            "maintenance": {"mode": ROLLBACK, "rollsBack": plan_id},
+        }
+    )
+
+
+def executed_unloads(store: Store, plan_id: int) -> tuple[str, str, list[ExecutedUnload], int]:
+    """The plan's cluster, admin URL, unloads with their outcome, and number of splits."""
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        unloads, splits = [], 0
+        for action in session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id)):
+            if action.kind != "unload":
+                splits += 1
+                continue
+            statuses = session.scalars(select(ActionExecution.status).where(ActionExecution.action_id == action.id))
+            done = [AttemptStatus(status) for status in statuses if status in DONE_ATTEMPT_STATUSES]
+            unloads.append(
+                ExecutedUnload(
+                    action.bundle, action.source, action.destination or "", done[0] if done else None, action.traffic
+                )
+            )
+        return plan.cluster.name, plan.cluster.admin_url, sorted(unloads, key=lambda u: u.bundle), splits
+
+
+def plan_rollback(
+    store: Store, client: PulsarAdminClient, plan_id: int, actor: str
+) -> tuple[CommitResult, PlanDocument]:
+    """Commit the rollback of an executed plan as a pending plan, from the cluster as it is now."""
+    cluster, admin_url, unloads, splits = executed_unloads(store, plan_id)
+    if not any(unload.outcome in MOVED for unload in unloads):
+        raise InputError(f"plan {plan_id} moved no bundle (nothing executed, or only splits): nothing to roll back")
+    active = client.active_brokers(cluster)
+    document = inverse_plan(cluster, plan_id, unloads, splits, client.bundle_owners(cluster), active)
+    # The same cluster state gives the same plan: asking twice commits once.
+    run_key = f"{ROLLBACK}:{plan_id}:{document.actions_hash[:16]}"
+    committed = commit_plan_once(
+        store,
+        document,
+        admin_url=admin_url,
+        run_key=run_key,
+        expected_version=read_state(store, cluster, ROLLBACK).version,
+        actor=actor,
+    )
+    if committed.created:
+        with store.session() as session:
+            session.add(audit_event(cluster, actor, "plan.rollback-planned", plan=plan_id, rollback=committed.plan_id))
+            session.add(audit_event(cluster, actor, "plan.rolls-back", plan=committed.plan_id, rollsBack=plan_id))
+    return committed, document
