@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from planner.collect.admin_client import AdminError, PulsarAdminClient
@@ -51,8 +51,9 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.plan.bundles.bundle_range import BundleName
+from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.document import actions_hash
+from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
@@ -104,6 +105,8 @@ class ExecutionReport:
     status: str
     claimed_by: str = ""
     actions: dict[int, ActionResult] = field(default_factory=dict)
+    # A drain plan: the bundles each drained broker still owns after the run (heartbeat/SLA-monitor aside).
+    still_owned: dict[str, list[str]] | None = None
 
     @property
     def results(self) -> dict[int, str]:
@@ -124,6 +127,7 @@ class ExecutionReport:
             "counts": counts,
             "reconciliations": sum(result.reconciled for result in self.actions.values()),
             "actions": [self.actions[sequence].to_json() for sequence in sorted(self.actions)],
+            **({"drainedBrokersStillOwn": self.still_owned} if self.still_owned is not None else {}),
         }
 
 
@@ -441,6 +445,23 @@ class _Run:
         self.move(action, attempt.id, AttemptStatus.PLACED_ELSEWHERE, reason, owner=owner)
         return ActionResult(action.sequence, AttemptStatus.PLACED_ELSEWHERE.value, reason, reconciled=True)
 
+    def still_owned(self, brokers: list[str]) -> dict[str, list[str]]:
+        """What the drained brokers own now, heartbeat and SLA-monitor bundles (pinned by Pulsar) aside; audited."""
+        owned = {
+            broker: sorted(
+                bundle
+                for bundle in self.live.client.owned_bundles(self.cluster, broker)
+                if not is_pinned_namespace(namespace_of(bundle))
+            )
+            for broker in brokers
+        }
+        self._write(
+            lambda session: session.add(
+                audit_event(self.cluster, self.actor, "drain.checked", plan=self.claim.plan_id, stillOwned=owned)
+            )
+        )
+        return owned
+
     def precheck(self, action: ExecutableAction) -> tuple[AttemptStatus, str] | None:
         """The action's preconditions on the live cluster: None when it may run, else the recorded outcome."""
         if not self.live.bundle_exists(action.bundle):
@@ -549,6 +570,20 @@ class _Run:
         return result
 
 
+def _last_request_started(store: Store, plan_id: int) -> datetime | None:
+    """When the plan's latest request may have left (any attempt but those decided without sending)."""
+    with store.session() as session:
+        started = session.scalar(
+            select(func.max(ActionExecution.started_at))
+            .join(PlanAction, PlanAction.id == ActionExecution.action_id)
+            .where(
+                PlanAction.plan_id == plan_id,
+                ActionExecution.status.not_in([AttemptStatus.SKIPPED.value, AttemptStatus.DEFERRED.value]),
+            )
+        )
+    return _aware(started) if started is not None else None
+
+
 def _done_result(action: ExecutableAction, attempts: list[ActionExecution]) -> ActionResult:
     done = next(a for a in attempts if a.status in DONE_ATTEMPT_STATUSES)
     return ActionResult(action.sequence, done.status, done.error or "")
@@ -602,6 +637,8 @@ def execute_plan(
             started = plan.execution_started_at
             # The rows read here are the rows that run: the approval must be for exactly these.
             actions = _rows(session, plan_id)
+            maintenance = plan.details.get("maintenance") or {}
+            drained = maintenance.get("brokers", []) if maintenance.get("mode") == "drain" else []
             matches = rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
             if not matches:
                 session.add(audit_event(cluster, actor, "plan.hash-mismatch", plan=plan_id, approver=approval.approver))
@@ -636,6 +673,10 @@ def execute_plan(
         run._write(begin)
         failures = performed = 0
         pause = 60.0 / settings.actions_per_minute if settings.actions_per_minute > 0 else 0.0
+        # The pace holds across runs: a rerun right after a stopped one waits as the stopped run would have.
+        last_start = _last_request_started(store, plan_id)
+        if pause and last_start is not None and (wait := (last_start - now()).total_seconds() + pause) > 0:
+            sleep(min(wait, pause))
         for action in actions:
             attempts = run.attempts(action)
             if any(a.status in DONE_ATTEMPT_STATUSES for a in attempts):
@@ -659,6 +700,8 @@ def execute_plan(
                 failures += 1
             if pause and action is not actions[-1]:
                 sleep(pause)
+        if drained:
+            report.still_owned = run.still_owned(drained)
         return _finish(run, report, deadline)
     finally:
         with store.session() as session:

@@ -33,7 +33,7 @@ from planner.lifecycle import (
 )
 from planner.plan.document import actions_hash
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Plan, PlanAction
+from planner.store.models import ActionExecution, AuditEvent, Plan, PlanAction
 
 # Nothing listens here: a test whose executor tried the cluster would fail with a connection error.
 NO_CLUSTER = "http://127.0.0.1:9"
@@ -217,3 +217,26 @@ def test_cli_execute_refuses_bad_input_before_sending(store, capsys):
         if message:
             assert message in error
     assert show_plan(store, plan_id)["status"] == "approved"
+
+
+@pytest.mark.parametrize(("started_ago", "waits"), [(2.0, 8.0), (30.0, None)])
+def test_the_pace_holds_across_runs(store, started_ago, waits):
+    """A rerun waits until 60/K seconds after the last request a stopped run sent, before anything else."""
+    plan_id = approved_plan(store)
+    with store.session() as session:
+        first = session.scalar(select(PlanAction).where(PlanAction.plan_id == plan_id, PlanAction.sequence == 0))
+        session.add(
+            ActionExecution(
+                action_id=first.id,
+                attempt=1,
+                status=AttemptStatus.SUCCEEDED.value,
+                started_at=datetime.now(UTC) - timedelta(seconds=started_ago),
+            )
+        )
+    slept = []
+    with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
+        execute_plan(store, client, plan_id, ExecutorSettings(actions_per_minute=6), sleep=slept.append)
+    if waits is None:
+        assert slept == []
+    else:
+        assert slept and waits - 0.5 < slept[0] <= waits
