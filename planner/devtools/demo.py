@@ -95,7 +95,7 @@ def _load(home: Path, cluster: str, snapshot_id: int, measure: str) -> dict[str,
     return {broker: load[measure] for broker, load in snapshot_broker_load(home, cluster, snapshot_id).items()}
 
 
-def _settled(client: PulsarAdminClient, store: Store, home: Path, timeout: float = 90.0) -> Any:
+def settled_snapshot(client: PulsarAdminClient, store: Store, home: Path, timeout: float = 90.0) -> Any:
     """Collect until two snapshots in a row show the same per-broker rates (±5 %): the moves are reported."""
     time.sleep(15)  # three report intervals: the new owners have reported the moved traffic at least once
     deadline = time.monotonic() + timeout
@@ -154,7 +154,7 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
             if server is not None:
                 server.terminate()
                 server.wait(timeout=30)
-        after = _settled(client, store, home)
+        after = settled_snapshot(client, store, home)
         name = cluster["cluster"]
         [latest] = list_plans(store, name, limit=1)
         plan = show_plan(store, latest["id"])

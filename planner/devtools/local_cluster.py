@@ -351,9 +351,7 @@ def stop_broker(index: int, settings: LocalClusterSettings | None = None) -> int
     """Stop one broker by PID (SIGTERM: it releases its bundles as in a rolling restart); returns the PID."""
     settings = settings or settings_from_env()
     with _file_lock(settings.cluster_dir / ".lock"):
-        state = _read_state(settings)
-        if state is None:
-            raise LocalClusterError("no local cluster is running")
+        state = _running_state(settings)
         [broker] = [p for p in state["processes"] if p["name"] == f"broker-{index}"]
         _terminate([broker])
         return int(broker["pid"])
@@ -364,24 +362,55 @@ def start_broker(index: int, settings: LocalClusterSettings | None = None) -> di
     settings = settings or settings_from_env()
     deadline = time.monotonic() + settings.start_timeout_seconds
     with _file_lock(settings.cluster_dir / ".lock"):
-        state = _read_state(settings)
-        if state is None:
-            raise LocalClusterError("no local cluster is running")
+        state = _running_state(settings)
         name = f"broker-{index}"
         [old] = [p for p in state["processes"] if p["name"] == name]
         if not _is_alive(old["pid"], old["marker"]):
             conf = settings.conf_dir / f"{name}.conf"
-            started = _launch(
-                settings,
-                ensure_distribution(settings),
-                name,
-                list(settings.broker_mem),
-                ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
-            )
+            started = _launch_broker(settings, ensure_distribution(settings), name, conf)
             state["processes"] = [started if p["name"] == name else p for p in state["processes"]]
             _write_state(settings, state)
         _wait_for(lambda: _brokers_ready(state), "all brokers serve their admin API", deadline, state["processes"])
     return status(settings) or state
+
+
+def add_broker(settings: LocalClusterSettings | None = None) -> dict[str, Any]:
+    """Scale out: start one more broker (the next index, on the next ports) and wait until every broker lists
+    it. It joins owning nothing, as a new broker does."""
+    settings = settings or settings_from_env()
+    deadline = time.monotonic() + settings.start_timeout_seconds
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _running_state(settings)
+        index = len(state["brokers"])
+        ports = ((settings.web_port(index), ENV_WEB_PORT), (settings.broker_port(index), ENV_BROKER_PORT))
+        for port, variable in ports:
+            if _port_open(port):
+                raise LocalClusterError(f"port {HOST}:{port} is already in use; choose other ports with {variable}")
+        name = f"broker-{index}"
+        metadata_url = f"zk:{HOST}:{settings.zookeeper_port}"
+        conf = _write_conf(settings.conf_dir / f"{name}.conf", _broker_conf(settings, index, metadata_url))
+        state["brokers"] = _cluster_description(settings, index + 1)["brokers"]
+        state["processes"].append(_launch_broker(settings, ensure_distribution(settings), name, conf))
+        _write_state(settings, state)
+        _wait_for(lambda: _brokers_ready(state), f"broker {index} joins", deadline, state["processes"])
+    return status(settings) or state
+
+
+def remove_broker(settings: LocalClusterSettings | None = None) -> None:
+    """Scale in: stop the broker `add_broker` added last (its bundles go to the others) and forget it."""
+    settings = settings or settings_from_env()
+    deadline = time.monotonic() + settings.start_timeout_seconds
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _running_state(settings)
+        index = len(state["brokers"]) - 1
+        if index < 1:
+            raise LocalClusterError("the cluster's only broker cannot be removed")
+        [broker] = [p for p in state["processes"] if p["name"] == f"broker-{index}"]
+        _terminate([broker])
+        state["brokers"] = state["brokers"][:index]
+        state["processes"] = [p for p in state["processes"] if p is not broker]
+        _write_state(settings, state)
+        _wait_for(lambda: _brokers_ready(state), f"the cluster without broker {index}", deadline, state["processes"])
 
 
 def wipe(settings: LocalClusterSettings | None = None) -> None:
@@ -457,15 +486,7 @@ def _start_cluster(settings: LocalClusterSettings, lib_dir: Path, state: dict[st
 
     for index in range(brokers):
         conf = _write_conf(settings.conf_dir / f"broker-{index}.conf", _broker_conf(settings, index, metadata_url))
-        processes.append(
-            _launch(
-                settings,
-                lib_dir,
-                f"broker-{index}",
-                list(settings.broker_mem),
-                ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
-            )
-        )
+        processes.append(_launch_broker(settings, lib_dir, f"broker-{index}", conf))
     _write_state(settings, state)
     _wait_for(lambda: _brokers_ready(state), f"all {brokers} brokers serve their admin API", deadline, processes)
 
@@ -717,6 +738,23 @@ def _check_ports_free(settings: LocalClusterSettings, brokers: int) -> None:
 # --------------------------------------------------------------------------------------------
 # State and stopping
 # --------------------------------------------------------------------------------------------
+
+
+def _running_state(settings: LocalClusterSettings) -> dict[str, Any]:
+    state = _read_state(settings)
+    if state is None:
+        raise LocalClusterError("no local cluster is running")
+    return state
+
+
+def _launch_broker(settings: LocalClusterSettings, lib_dir: Path, name: str, conf: Path) -> dict[str, Any]:
+    return _launch(
+        settings,
+        lib_dir,
+        name,
+        list(settings.broker_mem),
+        ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
+    )
 
 
 def _read_state(settings: LocalClusterSettings) -> dict[str, Any] | None:

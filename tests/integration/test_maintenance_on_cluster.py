@@ -1,0 +1,170 @@
+"""Maintenance plans on the real local cluster, with traffic: a drain empties a broker at its pace without losing
+a message and lands the load where it predicted; a rollback brings the bundles back; a broker added to the
+running cluster gets its share in one fill plan. Figures are printed (run with -s)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+from sqlalchemy import select
+
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import show_plan
+from planner.devtools import local_cluster
+from planner.devtools.demo import settled_snapshot
+from planner.devtools.traffic import BundleTraffic
+from planner.execute.executor import execute_plan
+from planner.plan.bundles.bundle_range import namespace_of
+from planner.plan.load_manager_shared import is_pinned_namespace
+from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest
+from planner.plan.rollback import plan_rollback
+from planner.plan.runner import PlanRequest, run_plan
+from planner.samples.dataset import samples_root, snapshot_broker_load
+from planner.settings import ExecutorSettings
+from planner.store.database import Store
+from planner.store.models import ActionExecution, AuditEvent, PlanAction
+from tests.integration.executor_support import CountingClient, owners
+
+pytestmark = [pytest.mark.integration, pytest.mark.reliability]
+
+PACE = 12  # unloads per minute: one every 5 s
+FAST = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+
+
+def generator_bundles(generator, count):
+    return [
+        f"{generator.namespace}/0x{generator.boundaries[i]:08x}_0x{generator.boundaries[i + 1]:08x}"
+        for i in range(count)
+    ]
+
+
+def movable_owned(client, cluster, broker):
+    return sorted(b for b in client.owned_bundles(cluster, broker) if not is_pinned_namespace(namespace_of(b)))
+
+
+def plan_maintenance(store, tmp_path, spark, cluster, request):
+    plan_request = PlanRequest(
+        clusters=(cluster,), strategy="AvgShedder", settings={}, history="1d", maintenance=request
+    )
+    [(commit, result)] = run_plan(store, samples_root(tmp_path), plan_request, spark=spark).values()
+    record_decision(store, commit.plan_id, approved=True, approver="alice", approved_hash=result.plan.actions_hash)
+    return commit.plan_id, result.plan
+
+
+def request_starts(store, plan_id):
+    with store.session() as session:
+        return sorted(
+            row.started_at.timestamp()
+            for row in session.scalars(select(ActionExecution).join(PlanAction).where(PlanAction.plan_id == plan_id))
+        )
+
+
+def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undoes_it(
+    pulsar_cluster, traffic_generator, spark, tmp_path
+):
+    name = pulsar_cluster["cluster"]
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    drained, remaining = brokers[-1], brokers[:-1]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=5) for i in range(8)], num_bundles=8)
+    generator.place_bundles({i: drained if i < 6 else remaining[i % 2] for i in range(8)})
+    generator.start()
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    client = CountingClient(pulsar_cluster["brokers"][0]["adminUrl"])
+    settled_snapshot(client, store, tmp_path)
+    on_drained = movable_owned(client, name, drained)
+    plan_id, plan = plan_maintenance(
+        store, tmp_path, spark, name, MaintenanceRequest(MaintenanceMode.DRAIN, (drained,))
+    )
+    assert plan.mode == "drain" and plan.maintenance.brokers == [drained] and plan.maintenance.over_capacity == []
+    assert sorted(action.bundle for action in plan.actions) == on_drained
+    assert all(action.source == drained and action.destination in remaining for action in plan.actions)
+
+    paced = ExecutorSettings(actions_per_minute=PACE, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+    report = execute_plan(store, client, plan_id, paced)
+    assert report.status == "executed", report.to_json()
+    assert report.still_owned == {drained: []}
+    assert movable_owned(client, name, drained) == []
+    starts = request_starts(store, plan_id)
+    assert len(starts) == len(plan.actions) == len(client.unloads)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert min(gaps) >= 60 / PACE - 0.05, gaps
+    assert max(sum(start <= other < start + 60 for other in starts) for start in starts) <= PACE
+
+    after = settled_snapshot(client, store, tmp_path)
+    measured = snapshot_broker_load(tmp_path, name, after.snapshot_id)
+    predicted = {forecast.broker: forecast.msg_rate_after for forecast in plan.brokers}
+    for broker in remaining:
+        assert abs(measured[broker]["msgRate"] - predicted[broker]) <= 0.25 * predicted[broker] + 5, (
+            broker,
+            measured,
+            predicted,
+        )
+
+    rollback_id, rollback = plan_rollback(store, client, plan_id, actor="test")
+    assert rollback.maintenance.rolls_back == plan_id
+    record_decision(store, rollback_id.plan_id, approved=True, approver="alice", approved_hash=rollback.actions_hash)
+    assert execute_plan(store, client, rollback_id.plan_id, FAST).status == "executed"
+    back = owners(client, pulsar_cluster, on_drained)
+    returned = sum(back.get(bundle) == drained for bundle in on_drained)
+    assert returned >= 0.99 * len(on_drained), back
+    with store.session() as session:
+        links = {
+            (row.plan_id, row.event)
+            for row in session.scalars(select(AuditEvent).where(AuditEvent.event.startswith("plan.roll")))
+        }
+    assert links == {(plan_id, "plan.rollback-planned"), (rollback_id.plan_id, "plan.rolls-back")}
+    assert show_plan(store, rollback_id.plan_id)["maintenance"]["rollsBack"] == plan_id
+
+    generator.stop()
+    traffic = generator.report()
+    assert traffic.complete, f"{sum(len(gaps) for gaps in traffic.missing.values())} messages lost: {traffic}"
+    assert traffic.produced > 500
+    print(
+        f"\ndrain of {drained}: {len(plan.actions)} unloads, starts {min(gaps):.1f}-{max(gaps):.1f} s apart "
+        f"(pace {PACE}/min); msg/s predicted {[round(predicted[b], 1) for b in remaining]}, measured "
+        f"{[measured[b]['msgRate'] for b in remaining]}; rollback returned {returned}/{len(on_drained)}; "
+        f"produced {traffic.produced}, consumed {traffic.consumed}, missing 0"
+    )
+    store.dispose()
+
+
+def test_a_broker_added_to_a_running_cluster_gets_its_share_in_one_fill_plan(
+    pulsar_cluster, traffic_generator, spark, tmp_path
+):
+    name = pulsar_cluster["cluster"]
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    rate = 4
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=rate) for i in range(9)], num_bundles=9)
+    generator.place_bundles({i: brokers[i % len(brokers)] for i in range(9)})
+    generator.start()
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    client = CountingClient(pulsar_cluster["brokers"][0]["adminUrl"])
+    grown = local_cluster.add_broker()
+    try:
+        [new] = [broker["id"] for broker in grown["brokers"] if broker["id"] not in brokers]
+        before = settled_snapshot(client, store, tmp_path)
+        assert movable_owned(client, name, new) == []
+        plan_id, plan = plan_maintenance(store, tmp_path, spark, name, MaintenanceRequest(MaintenanceMode.FILL))
+        assert plan.maintenance.brokers == [new]
+        assert plan.actions and all(action.destination == new for action in plan.actions)
+        assert execute_plan(store, client, plan_id, FAST).status == "executed"
+        after = settled_snapshot(client, store, tmp_path)
+        measured = snapshot_broker_load(tmp_path, name, after.snapshot_id)
+        total = sum(load["msgRate"] for load in snapshot_broker_load(tmp_path, name, before.snapshot_id).values())
+        share = total / len(grown["brokers"])
+        one_bundle = 2 * rate  # in and out
+        assert measured[new]["msgRate"] >= share - one_bundle - 2, (measured, share)
+        generator.stop()
+        traffic = generator.report()
+        assert traffic.complete, traffic
+        print(
+            f"\nfill of {new}: {len(plan.actions)} unloads in one plan; its msg/s {measured[new]['msgRate']} "
+            f"against a share of {share:.1f}"
+        )
+    finally:
+        generator.stop()
+        local_cluster.remove_broker()
+        time.sleep(1)
+        store.dispose()
