@@ -401,6 +401,25 @@ class PulsarAdminClient:
             bundle: broker for broker in self.active_brokers(cluster) for bundle in self.owned_bundles(cluster, broker)
         }
 
+    def isolation_policies(self, cluster: str) -> dict[str, Any]:
+        return self._get_json(f"/admin/v2/clusters/{quote(cluster, safe='')}/namespaceIsolationPolicies")
+
+    def set_isolation_policy(self, cluster: str, name: str, policy: Mapping[str, Any]) -> None:
+        """Create or replace a namespace isolation policy (idempotent)."""
+        path = f"/admin/v2/clusters/{quote(cluster, safe='')}/namespaceIsolationPolicies/{quote(name, safe='')}"
+        self._request("POST", path, body=dict(policy))
+
+    def delete_isolation_policy(self, cluster: str, name: str) -> bool:
+        """Delete a namespace isolation policy; False when there was none."""
+        path = f"/admin/v2/clusters/{quote(cluster, safe='')}/namespaceIsolationPolicies/{quote(name, safe='')}"
+        try:
+            self._request("DELETE", path)
+        except AdminError as error:
+            if error.status in (404, 412):
+                return False
+            raise
+        return True
+
     def tenants(self) -> list[str]:
         return self._get_json("/admin/v2/tenants")
 

@@ -168,6 +168,11 @@ class LocalClusterSettings:
     def web_port(self, index: int) -> int:
         return self.web_port_base + index
 
+    def broker_host(self, index: int) -> str:
+        """Each broker on its own loopback address (127.0.0.1, .2, ...), as brokers on their own machines are:
+        Pulsar's namespace isolation policies tell brokers apart by host only, never by port."""
+        return f"127.0.0.{index + 1}"
+
     def broker_port(self, index: int) -> int:
         return self.broker_port_base + index
 
@@ -384,8 +389,10 @@ def add_broker(settings: LocalClusterSettings | None = None) -> dict[str, Any]:
         index = len(state["brokers"])
         ports = ((settings.web_port(index), ENV_WEB_PORT), (settings.broker_port(index), ENV_BROKER_PORT))
         for port, variable in ports:
-            if _port_open(port):
-                raise LocalClusterError(f"port {HOST}:{port} is already in use; choose other ports with {variable}")
+            if _port_open(port, settings.broker_host(index)):
+                raise LocalClusterError(
+                    f"port {settings.broker_host(index)}:{port} is already in use; choose other ports with {variable}"
+                )
         name = f"broker-{index}"
         metadata_url = f"zk:{HOST}:{settings.zookeeper_port}"
         conf = _write_conf(settings.conf_dir / f"{name}.conf", _broker_conf(settings, index, metadata_url))
@@ -430,9 +437,9 @@ def _cluster_description(settings: LocalClusterSettings, brokers: int) -> dict[s
         "cluster": settings.cluster_name,
         "brokers": [
             {
-                "id": f"{HOST}:{settings.web_port(i)}",
-                "adminUrl": f"http://{HOST}:{settings.web_port(i)}",
-                "serviceUrl": f"pulsar://{HOST}:{settings.broker_port(i)}",
+                "id": f"{settings.broker_host(i)}:{settings.web_port(i)}",
+                "adminUrl": f"http://{settings.broker_host(i)}:{settings.web_port(i)}",
+                "serviceUrl": f"pulsar://{settings.broker_host(i)}:{settings.broker_port(i)}",
             }
             for i in range(brokers)
         ],
@@ -573,8 +580,8 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         "clusterName": settings.cluster_name,
         "metadataStoreUrl": metadata_url,
         "configurationMetadataStoreUrl": metadata_url,
-        "bindAddress": HOST,
-        "advertisedAddress": HOST,
+        "bindAddress": settings.broker_host(index),
+        "advertisedAddress": settings.broker_host(index),
         "webServicePort": settings.web_port(index),
         "brokerServicePort": settings.broker_port(index),
         # The settings every cluster of this project shares with docker-compose.yml's brokers.
@@ -689,8 +696,8 @@ def _wait_for(check: Callable[[], bool], what: str, deadline: float, processes: 
         time.sleep(_POLL_SECONDS)
 
 
-def _port_open(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=1):
+def _port_open(port: int, host: str = HOST) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
         return True
     return False
 
@@ -725,14 +732,14 @@ def _brokers_ready(state: Mapping[str, Any]) -> bool:
 
 def _check_ports_free(settings: LocalClusterSettings, brokers: int) -> None:
     wanted = {
-        settings.zookeeper_port: ENV_ZK_PORT,
-        settings.bookie_port: ENV_BOOKIE_PORT,
-        **{settings.web_port(i): ENV_WEB_PORT for i in range(brokers)},
-        **{settings.broker_port(i): ENV_BROKER_PORT for i in range(brokers)},
+        (HOST, settings.zookeeper_port): ENV_ZK_PORT,
+        (HOST, settings.bookie_port): ENV_BOOKIE_PORT,
+        **{(settings.broker_host(i), settings.web_port(i)): ENV_WEB_PORT for i in range(brokers)},
+        **{(settings.broker_host(i), settings.broker_port(i)): ENV_BROKER_PORT for i in range(brokers)},
     }
-    for port, variable in sorted(wanted.items()):
-        if _port_open(port):
-            raise LocalClusterError(f"port {HOST}:{port} is already in use; choose other ports with {variable}")
+    for (host, port), variable in sorted(wanted.items()):
+        if _port_open(port, host):
+            raise LocalClusterError(f"port {host}:{port} is already in use; choose other ports with {variable}")
 
 
 # --------------------------------------------------------------------------------------------

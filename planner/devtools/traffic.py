@@ -10,7 +10,7 @@ Usage::
 
     with TrafficGenerator(admin_url, service_url, "local", "traffic/demo",
                           [BundleTraffic(bundle=0, topics=2, rate=200), BundleTraffic(bundle=3, rate=5)]) as gen:
-        gen.place_bundles({0: "127.0.0.1:18081"})
+        gen.place_bundles({0: "127.0.0.2:18081"})
         time.sleep(30)
     print(gen.report())
 """

@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import InputError, NotFoundError
+from planner.execute.fence import fence, fence_name, unfence
 from planner.failpoints import failpoint
 from planner.lifecycle import (
     DONE_ATTEMPT_STATUSES,
@@ -107,6 +108,8 @@ class ExecutionReport:
     actions: dict[int, ActionResult] = field(default_factory=dict)
     # A drain plan: the bundles each drained broker still owns after the run (heartbeat/SLA-monitor aside).
     still_owned: dict[str, list[str]] | None = None
+    # Maintenance plans: the fences (planner.execute.fence) this run set or removed, per broker.
+    fences: dict[str, str] | None = None
 
     @property
     def results(self) -> dict[int, str]:
@@ -128,6 +131,7 @@ class ExecutionReport:
             "reconciliations": sum(result.reconciled for result in self.actions.values()),
             "actions": [self.actions[sequence].to_json() for sequence in sorted(self.actions)],
             **({"drainedBrokersStillOwn": self.still_owned} if self.still_owned is not None else {}),
+            **({"fences": self.fences} if self.fences is not None else {}),
         }
 
 
@@ -445,6 +449,21 @@ class _Run:
         self.move(action, attempt.id, AttemptStatus.PLACED_ELSEWHERE, reason, owner=owner)
         return ActionResult(action.sequence, AttemptStatus.PLACED_ELSEWHERE.value, reason, reconciled=True)
 
+    def change_fences(self, fenced: list[str], unfenced: list[str]) -> dict[str, str]:
+        """Fence the brokers a drain empties, lift the fences of those a fill or a rollback refills; audited. A
+        failure is reported and the plan goes on: its moves do not depend on the fence."""
+        try:
+            results = fence(self.live.client, self.cluster, fenced, self.live.active_brokers()) if fenced else {}
+            results |= unfence(self.live.client, self.cluster, unfenced) if unfenced else {}
+        except AdminError as error:
+            results = dict.fromkeys([*fenced, *unfenced], f"fence not changed: {error}")
+        self._write(
+            lambda session: session.add(
+                audit_event(self.cluster, self.actor, "drain.fences", plan=self.claim.plan_id, fences=results)
+            )
+        )
+        return results
+
     def still_owned(self, brokers: list[str]) -> dict[str, list[str]]:
         """What the drained brokers own now, heartbeat and SLA-monitor bundles (pinned by Pulsar) aside; audited."""
         owned = {
@@ -478,6 +497,9 @@ class _Run:
         if action.destination not in brokers:
             # Not done: a rerun once the destination is back performs it (the bundle is still on its source).
             return AttemptStatus.DEFERRED, f"destination {action.destination} is not an active broker"
+        if fence_name(action.destination) in self.live.client.isolation_policies(self.cluster):
+            # A plan made before (or beside) a drain must not refill the broker being emptied.
+            return AttemptStatus.SKIPPED, f"destination {action.destination} is fenced: it is being drained"
         return None
 
     def send(self, action: ExecutableAction) -> None:
@@ -639,6 +661,11 @@ def execute_plan(
             actions = _rows(session, plan_id)
             maintenance = plan.details.get("maintenance") or {}
             drained = maintenance.get("brokers", []) if maintenance.get("mode") == "drain" else []
+            # Fences to lift: a fill's brokers, or the brokers of the drain a rollback undoes.
+            unfenced = maintenance.get("brokers", []) if maintenance.get("mode") == "fill" else []
+            if maintenance.get("mode") == "rollback" and maintenance.get("rollsBack") is not None:
+                undone = (session.get(Plan, maintenance["rollsBack"]).details.get("maintenance")) or {}
+                unfenced = undone.get("brokers", []) if undone.get("mode") == "drain" else []
             matches = rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
             if not matches:
                 session.add(audit_event(cluster, actor, "plan.hash-mismatch", plan=plan_id, approver=approval.approver))
@@ -671,6 +698,8 @@ def execute_plan(
             )
 
         run._write(begin)
+        if drained or unfenced:
+            report.fences = run.change_fences(drained, unfenced)
         failures = performed = 0
         pause = 60.0 / settings.actions_per_minute if settings.actions_per_minute > 0 else 0.0
         # The pace holds across runs: a rerun right after a stopped one waits as the stopped run would have.

@@ -11,11 +11,13 @@ import pytest
 from sqlalchemy import select
 
 from planner.approval.decisions import record_decision
-from planner.audit.plan_records import show_plan
+from planner.audit.plan_records import list_plans, show_plan
+from planner.collect.admin_client import PulsarAdminClient
 from planner.devtools import local_cluster
-from planner.devtools.demo import settled_snapshot
+from planner.devtools.demo import run_plan_cycle, settled_snapshot
 from planner.devtools.traffic import BundleTraffic
 from planner.execute.executor import execute_plan
+from planner.execute.fence import fence_name, unfence
 from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest
@@ -25,7 +27,8 @@ from planner.samples.dataset import samples_root, snapshot_broker_load
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
-from tests.integration.executor_support import CountingClient, owners
+from tests.integration.conftest import airflow_env, collect_snapshots
+from tests.integration.executor_support import CountingClient, approved, owners, unload
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
@@ -42,6 +45,14 @@ def generator_bundles(generator, count):
 
 def movable_owned(client, cluster, broker):
     return sorted(b for b in client.owned_bundles(cluster, broker) if not is_pinned_namespace(namespace_of(b)))
+
+
+@pytest.fixture
+def unfenced_at_the_end(pulsar_cluster):
+    """Whatever a test leaves, no broker of the shared cluster stays fenced for the tests after it."""
+    yield
+    with PulsarAdminClient(pulsar_cluster["brokers"][0]["adminUrl"]) as client:
+        unfence(client, pulsar_cluster["cluster"], [broker["id"] for broker in pulsar_cluster["brokers"]])
 
 
 def plan_maintenance(store, tmp_path, spark, cluster, request):
@@ -62,7 +73,7 @@ def request_starts(store, plan_id):
 
 
 def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undoes_it(
-    pulsar_cluster, traffic_generator, spark, tmp_path
+    pulsar_cluster, traffic_generator, spark, tmp_path, unfenced_at_the_end
 ):
     name = pulsar_cluster["cluster"]
     brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
@@ -92,6 +103,18 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
     assert min(gaps) >= 60 / PACE - 0.05, gaps
     assert max(sum(start <= other < start + 60 for other in starts) for start in starts) <= PACE
 
+    # The emptied broker is the least loaded now, so Pulsar's placement would pick it first: the fence forbids it.
+    newcomer = traffic_generator([BundleTraffic(bundle=i, topics=1) for i in range(4)], num_bundles=4)
+    placed = {topic: newcomer.owner(topic) for topic in newcomer.topics}
+    assert drained not in placed.values() and set(placed.values()) <= set(remaining), placed
+    assert report.fences == {drained: f"fenced: isolation policy {fence_name(drained)}"}
+    # Nor does a plan made beside the drain refill it: the executor skips a move onto a fenced broker.
+    moved = plan.actions[0]
+    beside = execute_plan(
+        store, client, approved(store, pulsar_cluster, [unload(moved.bundle, moved.destination, drained)]), FAST
+    )
+    assert beside.results == {0: "skipped"} and "is fenced" in beside.reasons[0], beside.to_json()
+
     after = settled_snapshot(client, store, tmp_path)
     measured = snapshot_broker_load(tmp_path, name, after.snapshot_id)
     predicted = {forecast.broker: forecast.msg_rate_after for forecast in plan.brokers}
@@ -105,7 +128,9 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
     rollback_id, rollback = plan_rollback(store, client, plan_id, actor="test")
     assert rollback.maintenance.rolls_back == plan_id
     record_decision(store, rollback_id.plan_id, approved=True, approver="alice", approved_hash=rollback.actions_hash)
-    assert execute_plan(store, client, rollback_id.plan_id, FAST).status == "executed"
+    undone = execute_plan(store, client, rollback_id.plan_id, FAST)
+    assert undone.status == "executed" and undone.fences == {drained: f"unfenced: removed {fence_name(drained)}"}
+    assert fence_name(drained) not in client.isolation_policies(name)
     back = owners(client, pulsar_cluster, on_drained)
     returned = sum(back.get(bundle) == drained for bundle in on_drained)
     assert returned >= 0.99 * len(on_drained), back
@@ -168,3 +193,38 @@ def test_a_broker_added_to_a_running_cluster_gets_its_share_in_one_fill_plan(
         local_cluster.remove_broker()
         time.sleep(1)
         store.dispose()
+
+
+@pytest.mark.slow
+def test_the_maintenance_and_rollback_dags_drain_and_refill_through_the_approval_gate(
+    pulsar_cluster, traffic_generator, tmp_path, unfenced_at_the_end
+):
+    name = pulsar_cluster["cluster"]
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    drained = brokers[-1]
+    env = airflow_env(pulsar_cluster, tmp_path)
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=5) for i in range(4)])
+    generator.place_bundles(dict.fromkeys(range(4), drained))
+    generator.start()
+    time.sleep(12)  # two load-report intervals, so the reports show the traffic
+    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+    ours = generator_bundles(generator, 4)
+    conf = {"mode": "drain", "brokers": [drained], "actions_per_minute": 30}
+    drain = run_plan_cycle(env, name, "Approve", conf, timeout=900, dag="maintenance")
+    assert drain["tasks"]["execute"] == "success", drain
+    store = Store(env["PULSAR_REBALANCE_DB_URL"])
+    [latest] = list_plans(store, name, limit=1)
+    plan = show_plan(store, latest["id"])
+    assert plan["status"] == "executed" and plan["maintenance"]["mode"] == "drain"
+    with PulsarAdminClient(pulsar_cluster["brokers"][0]["adminUrl"]) as client:
+        assert movable_owned(client, name, drained) == []
+        rollback = run_plan_cycle(env, name, "Approve", {"plan": plan["id"]}, timeout=900, dag="rollback")
+        assert rollback["tasks"]["execute"] == "success", rollback
+        back = owners(client, pulsar_cluster, ours)
+        assert sum(back.get(bundle) == drained for bundle in ours) >= 0.99 * len(ours), back
+        assert fence_name(drained) not in client.isolation_policies(name)
+    [undo] = list_plans(store, name, limit=1)
+    assert show_plan(store, undo["id"])["maintenance"]["rollsBack"] == plan["id"]
+    generator.stop()
+    assert generator.report().complete
+    store.dispose()
