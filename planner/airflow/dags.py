@@ -8,7 +8,10 @@ Every `import *` builds them afresh from the settings (`cluster_names`, `plan_pr
 `approvers`, `spark_local_ip`): the collect DAG, and per cluster a plan DAG
 
     prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
-    (Reject after the response timeout) → execute → report.
+    (Reject after the response timeout) → execute → report,
+
+a maintenance DAG (drain or fill, triggered with params) of the same shape, and a rollback DAG (commit the
+inverse of an executed plan → the same gate, execute and report).
 
 `build_dags()` returns the same DAGs by id, for code that assembles its own DAG file.
 """
@@ -53,6 +56,19 @@ def _executor_params() -> dict[str, Param]:
     }
 
 
+def _cluster_dag(prefix: str, cluster: str, schedule: Any, params: dict[str, Param]) -> dict[str, Any]:
+    """The arguments every per-cluster DAG shares: one run at a time, the executor's settings as params."""
+    return {
+        "dag_id": f"{prefix}{cluster}",
+        "schedule": schedule,
+        "start_date": datetime(2026, 1, 1),
+        "catchup": False,
+        "max_active_runs": 1,
+        "tags": ["pulsar-rebalance", prefix.removeprefix("pulsar_rebalance_").rstrip("_"), cluster],
+        "params": {**params, **_executor_params()},
+    }
+
+
 def collect_dag() -> DAG:
     @dag(
         dag_id=COLLECT_DAG_ID,
@@ -79,24 +95,81 @@ def collect_dag() -> DAG:
     return pulsar_rebalance_collect()
 
 
+def _spark_plan(cluster: str, settings: PlannerSettings, uris: Any) -> Any:
+    """prepare's URIs → the Spark job (spark-submit on `spark_default`) → commit; returns the commit's summary."""
+    spark_job = SparkSubmitOperator(
+        task_id="spark_plan",
+        application=plan_job_file(),
+        conn_id="spark_default",
+        name=f"pulsar-rebalance-plan-{cluster}",
+        application_args=[
+            "--samples",
+            "{{ ti.xcom_pull(task_ids='prepare')['samples'] }}",
+            "--input",
+            "{{ ti.xcom_pull(task_ids='prepare')['input'] }}",
+            "--output",
+            "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
+        ],
+        conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
+        env_vars={"SPARK_LOCAL_IP": settings.spark_local_ip},
+    )
+
+    @task
+    def commit(uris: dict, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+        return airflow_tasks.commit_plan_output(cluster, uris, run_id)
+
+    summary = commit(uris)
+    uris >> spark_job >> summary
+    return summary
+
+
+def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: Any) -> None:
+    """[empty plan: stop] → approval gate (Reject after the response timeout) → execute → report."""
+
+    @task.short_circuit
+    def has_actions(summary: dict) -> bool:
+        return summary["actions"] > 0
+
+    # The gate shows and binds the plan this run stored, and records the answer in the planner's store.
+    gate = PlanApprovalOperator(
+        task_id="approve",
+        cluster=cluster,
+        defaults=["Reject"],
+        response_timeout=settings.approval_timeout,
+        assigned_users=[approver.model_dump() for approver in settings.approvers] or None,
+    )
+
+    # The decision is read from the planner's store; the gate's XCom is only audited if nothing backs it.
+    @task
+    def execute(claimed: dict | None, params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+        overrides = {name: params.get(name) for name in ExecutorSettings.model_fields}
+        return airflow_tasks.execute_approved(cluster, run_id, claimed, overrides)
+
+    # Not a direct downstream of the gate (a Reject skips those).
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+        return airflow_tasks.report_outcome(cluster, run_id)
+
+    has_actions(summary) >> gate
+    execute(gate.output) >> report()
+
+
 def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
     @dag(
-        dag_id=f"{airflow_tasks.PLAN_DAG_PREFIX}{cluster}",
-        schedule=plan_schedule(cluster, settings.plan_profile),
-        start_date=datetime(2026, 1, 1),
-        catchup=False,
-        max_active_runs=1,
-        tags=["pulsar-rebalance", "plan", cluster],
-        params={
-            "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
-            "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
-            "recompute_averages": Param(
-                False,
-                type="boolean",
-                description="Recompute the bundle averages from the samples, not fold onto the stored state",
-            ),
-            **_executor_params(),
-        },
+        **_cluster_dag(
+            airflow_tasks.PLAN_DAG_PREFIX,
+            cluster,
+            plan_schedule(cluster, settings.plan_profile),
+            {
+                "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
+                "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
+                "recompute_averages": Param(
+                    False,
+                    type="boolean",
+                    description="Recompute the bundle averages from the samples, not fold onto the stored state",
+                ),
+            },
+        )
     )
     def pulsar_rebalance_plan() -> None:
         @task
@@ -105,64 +178,71 @@ def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
                 cluster, params["strategy"], params["settings"], run_id, params.get("recompute_averages", False)
             )
 
-        uris = prepare()
-        spark_job = SparkSubmitOperator(
-            task_id="spark_plan",
-            application=plan_job_file(),
-            conn_id="spark_default",
-            name=f"pulsar-rebalance-plan-{cluster}",
-            application_args=[
-                "--samples",
-                "{{ ti.xcom_pull(task_ids='prepare')['samples'] }}",
-                "--input",
-                "{{ ti.xcom_pull(task_ids='prepare')['input'] }}",
-                "--output",
-                "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
-            ],
-            conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
-            env_vars={"SPARK_LOCAL_IP": settings.spark_local_ip},
-        )
-
-        @task
-        def commit(uris: dict, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            return airflow_tasks.commit_plan_output(cluster, uris, run_id)
-
-        @task.short_circuit
-        def has_actions(summary: dict) -> bool:
-            return summary["actions"] > 0
-
-        summary = commit(uris)
-        uris >> spark_job >> summary
-        # The gate shows and binds the plan this run stored, and records the answer in the planner's store.
-        gate = PlanApprovalOperator(
-            task_id="approve",
-            cluster=cluster,
-            defaults=["Reject"],
-            response_timeout=settings.approval_timeout,
-            assigned_users=[approver.model_dump() for approver in settings.approvers] or None,
-        )
-
-        # The decision is read from the planner's store; the gate's XCom is only audited if nothing backs it.
-        @task
-        def execute(claimed: dict | None, params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            overrides = {name: params.get(name) for name in ExecutorSettings.model_fields}
-            return airflow_tasks.execute_approved(cluster, run_id, claimed, overrides)
-
-        # Not a direct downstream of the gate (a Reject skips those).
-        @task(trigger_rule=TriggerRule.ALL_DONE)
-        def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-            return airflow_tasks.report_outcome(cluster, run_id)
-
-        has_actions(summary) >> gate
-        execute(gate.output) >> report()
+        _approve_execute_report(cluster, settings, _spark_plan(cluster, settings, prepare()))
 
     return pulsar_rebalance_plan()
+
+
+def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
+    """Drain or fill brokers, triggered with params; the pace is the executor's `actions_per_minute`."""
+
+    @dag(
+        **_cluster_dag(
+            airflow_tasks.MAINTENANCE_DAG_PREFIX,
+            cluster,
+            None,
+            {
+                "mode": Param("drain", enum=["drain", "fill"], description="drain: empty the brokers; fill: bring up"),
+                "brokers": Param(
+                    [],
+                    type="array",
+                    items={"type": "string"},
+                    description="Broker ids (host:port). Fill with none: the brokers owning nothing (newly joined).",
+                ),
+                "max_moves": Param(None, type=["integer", "null"], minimum=1, description="Fill: unloads at most"),
+                "settings": Param({}, type="object", description="Pulsar configuration keys (overload threshold)"),
+            },
+        )
+    )
+    def pulsar_rebalance_maintenance() -> None:
+        @task
+        def prepare(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            maintenance = {"mode": params["mode"], "brokers": params["brokers"], "maxMoves": params.get("max_moves")}
+            return airflow_tasks.prepare_plan(
+                cluster, "AvgShedder", params["settings"], run_id, maintenance=maintenance
+            )
+
+        _approve_execute_report(cluster, settings, _spark_plan(cluster, settings, prepare()))
+
+    return pulsar_rebalance_maintenance()
+
+
+def rollback_dag(cluster: str, settings: PlannerSettings) -> DAG:
+    """The inverse of an executed plan, triggered with its id, through the same gate and executor."""
+
+    @dag(
+        **_cluster_dag(
+            airflow_tasks.ROLLBACK_DAG_PREFIX,
+            cluster,
+            None,
+            {"plan": Param(1, type="integer", minimum=1, description="The executed plan to roll back")},
+        )
+    )
+    def pulsar_rebalance_rollback() -> None:
+        @task
+        def commit(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
+            return airflow_tasks.commit_rollback(cluster, params["plan"], run_id)
+
+        _approve_execute_report(cluster, settings, commit())
+
+    return pulsar_rebalance_rollback()
 
 
 def build_dags() -> dict[str, DAG]:
     """The collect DAG and one plan DAG per configured cluster, by DAG id."""
     settings = planner_settings(airflow=True)
-    dags = [collect_dag(), *(plan_dag(cluster, settings) for cluster in settings.cluster_names)]
+    per_cluster = (plan_dag, maintenance_dag, rollback_dag)
+    dags = [collect_dag(), *(build(cluster, settings) for cluster in settings.cluster_names for build in per_cluster)]
     return {built.dag_id: built for built in dags}
 
 

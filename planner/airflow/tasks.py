@@ -33,12 +33,16 @@ from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
+from planner.plan.maintenance import MaintenanceRequest
+from planner.plan.rollback import ROLLBACK, plan_rollback
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
 from planner.settings import planner_settings
 from planner.store.database import Store
 
 PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
+MAINTENANCE_DAG_PREFIX = "pulsar_rebalance_maintenance_"  # drain and fill, triggered with params
+ROLLBACK_DAG_PREFIX = "pulsar_rebalance_rollback_"  # the inverse of an executed plan, triggered with its id
 
 
 def store() -> Store:
@@ -79,10 +83,16 @@ def run_directory_name(run_id: str) -> str:
 
 
 def prepare_plan(
-    cluster: str, strategy: str, settings: dict[str, Any], run_id: str, recompute_averages: bool = False
+    cluster: str,
+    strategy: str,
+    settings: dict[str, Any],
+    run_id: str,
+    recompute_averages: bool = False,
+    maintenance: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the Spark job's input for this run under the storage root; returns the URIs the job and the
-    commit step use (XCom)."""
+    commit step use (XCom). `maintenance`: a drain or fill (`mode`, `brokers`, `maxMoves`) instead of the
+    strategy's plan."""
     root = planner_settings(airflow=True).storage_root
     run_uri = storage.join(storage.to_uri(root), "runs", cluster, run_directory_name(run_id))
     request = PlanRequest(
@@ -90,17 +100,34 @@ def prepare_plan(
         strategy=strategy,
         settings={key: str(value) for key, value in settings.items()},
         recompute_averages=recompute_averages,
+        maintenance=MaintenanceRequest.parse(maintenance, f"run {run_id} params") if maintenance else None,
     )
     input_uri = storage.join(run_uri, "input.json")
     storage.write_bytes(input_uri, json.dumps(job_request(store(), request)).encode())
     return {"samples": storage.to_uri(samples_root(root)), "input": input_uri, "output": run_uri}
 
 
+def plan_subject(plan: PlanDocument) -> str:
+    """One line naming what the plan does, for the gate and notifications."""
+    count = f"{len(plan.actions)} action(s)"
+    if plan.maintenance is None:
+        return f"Rebalance {plan.cluster}: {count} planned by {plan.strategy}"
+    if plan.maintenance.rolls_back is not None:
+        return f"Roll back plan {plan.maintenance.rolls_back} on {plan.cluster}: {count}"
+    return f"{plan.mode.capitalize()} {', '.join(plan.maintenance.brokers)} on {plan.cluster}: {count}"
+
+
 def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
-    lines = [
-        f"**{plan.strategy}** plan for cluster **{plan.cluster}**: {len(plan.actions)} action(s). "
-        f"[Open the plan page]({plan_url})",
-        "",
+    lines = [f"**{plan_subject(plan)}**. [Open the plan page]({plan_url})", ""]
+    if plan.maintenance is not None and plan.maintenance.over_capacity:
+        lines += [
+            f"**Warning:** predicted over the overload threshold after this plan: "
+            f"{', '.join(plan.maintenance.over_capacity)}. The cluster lacks the capacity.",
+            "",
+        ]
+    if plan.maintenance is not None:
+        lines += [f"- {note}" for note in plan.notes] + [""]
+    lines += [
         "| # | kind | bundle | from | to | msg/s | bytes/s | reason |",
         "|---|---|---|---|---|---:|---:|---|",
     ]
@@ -145,14 +172,29 @@ def commit_plan_output(cluster: str, uris: dict[str, str], run_id: str) -> dict[
     result = JobResult.parse(storage.read_bytes(output, "the Spark job's output"), f"Spark job output {output}")
     request = json.loads(storage.read_bytes(uris["input"], "the Spark job's input"))
     committed = commit_job_output(store(), request, {cluster: result}, run_id)[cluster]
-    plan = result.plan
+    return _summary(committed.plan_id, committed.created, result.plan)
+
+
+def commit_rollback(cluster: str, plan_id: int, run_id: str) -> dict[str, Any]:
+    """Commit the rollback of an executed plan of this cluster as this run's plan (idempotent per run)."""
+    planner_store = store()
+    if show_plan(planner_store, plan_id)["cluster"] != cluster:
+        raise InputError(f"plan {plan_id} is not a plan of cluster {cluster!r}")
+    with PulsarAdminHook.for_cluster(cluster).get_conn() as client:
+        committed, plan = plan_rollback(
+            planner_store, client, plan_id, actor="airflow:rollback", run_key=f"{run_id}:{cluster}:{ROLLBACK}"
+        )
+    return _summary(committed.plan_id, committed.created, plan)
+
+
+def _summary(plan_id: int, created: bool, plan: PlanDocument) -> dict[str, Any]:
     return PlanSummary(
-        plan=committed.plan_id,
-        created=committed.created,
+        plan=plan_id,
+        created=created,
         actions=len(plan.actions),
         actions_hash=plan.actions_hash,
-        subject=f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy}",
-        markdown=approval_markdown(plan, plan_url(committed.plan_id)),
+        subject=plan_subject(plan),
+        markdown=approval_markdown(plan, plan_url(plan_id)),
     ).to_json()
 
 
@@ -180,7 +222,7 @@ def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
     plan = PlanDocument.parse(shown, f"stored plan {plan_id}")
     markdown = approval_markdown(plan, plan_url(plan_id)) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
     record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve")
-    subject = f"Rebalance {cluster}: {len(plan.actions)} action(s) planned by {plan.strategy} (plan {plan_id})"
+    subject = f"{plan_subject(plan)} (plan {plan_id})"
     return ApprovalRequest(plan_id, plan.actions_hash, subject, markdown)
 
 

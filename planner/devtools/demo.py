@@ -65,9 +65,15 @@ def migrate_airflow(env: dict[str, str]) -> None:
 
 
 def run_plan_cycle(
-    env: dict[str, str], cluster: str, decision: str, conf: dict[str, Any], timeout: float | None = None
+    env: dict[str, str],
+    cluster: str,
+    decision: str,
+    conf: dict[str, Any],
+    timeout: float | None = None,
+    dag: str = "plan",
 ) -> dict[str, Any]:
-    """One run of the cluster's plan DAG (`decision`: Approve, Reject, or `ui` for a person).
+    """One run of the cluster's plan DAG, or its `maintenance` or `rollback` DAG (`decision`: Approve, Reject,
+    or `ui` for a person).
 
     `dag.test()` ignores SIGTERM while it waits at the gate; on `timeout` the run is killed outright.
     """
@@ -76,7 +82,7 @@ def run_plan_cycle(
             sys.executable,
             "-m",
             "planner.devtools.airflow_cycle",
-            f"pulsar_rebalance_plan_{cluster}",
+            f"pulsar_rebalance_{dag}_{cluster}",
             decision,
             json.dumps(conf),
         ],
@@ -87,7 +93,7 @@ def run_plan_cycle(
         timeout=timeout,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"the plan DAG run failed:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"the {dag} DAG run failed:\n{done.stderr[-4000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

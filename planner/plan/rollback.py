@@ -105,16 +105,17 @@ def executed_unloads(store: Store, plan_id: int) -> tuple[str, str, list[Execute
 
 
 def plan_rollback(
-    store: Store, client: PulsarAdminClient, plan_id: int, actor: str
+    store: Store, client: PulsarAdminClient, plan_id: int, actor: str, run_key: str | None = None
 ) -> tuple[CommitResult, PlanDocument]:
-    """Commit the rollback of an executed plan as a pending plan, from the cluster as it is now."""
+    """Commit the rollback of an executed plan as a pending plan, from the cluster as it is now. `run_key`: the
+    orchestrator run's (a retried task commits once); by default the plan and the actions, so asking twice while
+    the cluster is unchanged commits once."""
     cluster, admin_url, unloads, splits = executed_unloads(store, plan_id)
     if not any(unload.outcome in MOVED for unload in unloads):
         raise InputError(f"plan {plan_id} moved no bundle (nothing executed, or only splits): nothing to roll back")
     active = client.active_brokers(cluster)
     document = inverse_plan(cluster, plan_id, unloads, splits, client.bundle_owners(cluster), active)
-    # The same cluster state gives the same plan: asking twice commits once.
-    run_key = f"{ROLLBACK}:{plan_id}:{document.actions_hash[:16]}"
+    run_key = run_key or f"{ROLLBACK}:{plan_id}:{document.actions_hash[:16]}"
     committed = commit_plan_once(
         store,
         document,

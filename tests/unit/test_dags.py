@@ -14,19 +14,34 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 def dagbag(tmp_path_factory):
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ.setdefault("AIRFLOW_HOME", str(tmp_path_factory.mktemp("airflow")))
-    os.environ["PULSAR_REBALANCE_CLUSTER_NAMES"] = "local,prod-east"
+    os.environ["PULSAR_REBALANCE_CLUSTER_NAMES"] = ",".join(CLUSTERS)
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(DAGS))
+
+
+CLUSTERS = ("local", "prod-east")
 
 
 def test_dag_files_import_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert set(dagbag.dag_ids) == {
         "pulsar_rebalance_collect",
-        "pulsar_rebalance_plan_local",
-        "pulsar_rebalance_plan_prod-east",
+        *(f"pulsar_rebalance_{kind}_{cluster}" for kind in ("plan", "maintenance", "rollback") for cluster in CLUSTERS),
     }
+
+
+def test_maintenance_and_rollback_dags_are_triggered_by_hand_and_go_through_the_same_gate(dagbag):
+    maintenance = dagbag.dags["pulsar_rebalance_maintenance_local"]
+    rollback = dagbag.dags["pulsar_rebalance_rollback_local"]
+    gated = {"has_actions", "approve", "execute", "report"}
+    assert set(maintenance.task_dict) == {"prepare", "spark_plan", "commit", *gated}
+    assert set(rollback.task_dict) == {"commit", *gated}
+    for dag in (maintenance, rollback):
+        assert type(dag.timetable).__name__ == "NullTimetable" and dag.max_active_runs == 1
+        assert dag.task_dict["approve"].defaults == ["Reject"]
+        assert "actions_per_minute" in dag.params  # the pace
+    assert maintenance.params.get_param("mode").schema["enum"] == ["drain", "fill"]
 
 
 def test_collect_dag_runs_every_five_minutes_with_one_task_per_cluster(dagbag):
