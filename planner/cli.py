@@ -456,6 +456,9 @@ def command_simulate(args: argparse.Namespace) -> None:
     from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
     from planner.simulator.scenario import builtin_scenarios, load_scenario
 
+    if args.maintenance:
+        _simulate_maintenance(args)
+        return
     if bool(args.all) == bool(args.scenario):
         raise InputError("simulate needs either --scenario NAME or --all")
     if args.all and args.plot:
@@ -499,12 +502,35 @@ def command_simulate(args: argparse.Namespace) -> None:
         words += [f"--seed {args.seed}"] if args.seed != 1 else []
         words += [f"--set {setting}" for setting in args.settings]
         words += [f"--markdown {args.markdown}"]
-        report.write_evaluation(comparisons, args.markdown, " ".join(words))
+        maintenance = ""
+        if args.all:
+            from planner.simulator.maintenance import DEFAULT_PACE, MAINTENANCE_SCENARIOS, compare_drain, compare_fill
+
+            drain, fill = (load_scenario(MAINTENANCE_SCENARIOS[mode]) for mode in ("drain", "fill"))
+            maintenance = report.maintenance_markdown(
+                compare_drain(drain, seed=args.seed), compare_fill(fill, seed=args.seed), DEFAULT_PACE
+            )
+        report.write_evaluation(comparisons, args.markdown, " ".join(words), maintenance)
     if args.json:
         documents = [report.to_json(comparison) for comparison in comparisons]
         _print_json(documents[0] if not args.all else {"scenarios": {d["scenario"]: d for d in documents}})
     else:
         print("\n\n".join(report.text_table(comparison) for comparison in comparisons))
+
+
+def _simulate_maintenance(args: argparse.Namespace) -> None:
+    """A drain or fill against what Pulsar does on its own (`planner.simulator.maintenance`)."""
+    from planner.simulator.maintenance import MAINTENANCE_SCENARIOS, compare_drain, compare_fill
+    from planner.simulator.scenario import load_scenario
+
+    if args.all or args.policies or args.plot or args.markdown:
+        raise InputError("simulate --maintenance takes --scenario, --pace, --seed and --json only")
+    if args.pace < 1:
+        raise InputError(f"invalid --pace {args.pace}: must be at least 1 unload a minute")
+    scenario = load_scenario(args.scenario or MAINTENANCE_SCENARIOS[args.maintenance])
+    compare = compare_drain if args.maintenance == "drain" else compare_fill
+    runs = compare(scenario, seed=args.seed, pace=args.pace)
+    _print_json({"scenario": scenario.name, "mode": args.maintenance, "runs": [run.to_json() for run in runs]})
 
 
 def command_demo(args: argparse.Namespace) -> None:
@@ -717,6 +743,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--cadence", type=int, help="minutes between offline plans (default: the scenario's, 60)")
     simulate.add_argument("--target", type=float, help="balanced = spread below this many points")
     simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    simulate.add_argument(
+        "--maintenance",
+        choices=["drain", "fill"],
+        help="compare this product's drain (or fill) with Pulsar's shutdown (or in-broker shedders); prints JSON",
+    )
+    simulate.add_argument("--pace", type=int, default=6, help="with --maintenance: unloads a minute (default 6)")
     simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
     _add_config_options(simulate)

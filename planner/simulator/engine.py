@@ -523,6 +523,10 @@ class Simulation:
         self._write_reports(live, minute)
         if self.policy.offline and minute % COLLECT_MINUTES == 0:
             self._collect(minute, live)
+        self._act(minute, now_millis, live)
+
+    def _act(self, minute: int, now_millis: int, live: Mapping[int, _Live]) -> None:
+        """The policy's turn, after the minute's traffic and reports."""
         if self.leader is None or len(live) <= 1 or minute % self.cadence != 0:
             return
         self._capture_before_round(minute)
@@ -596,16 +600,19 @@ class Simulation:
         if sources:
             self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
 
-    def _offline_plan(self, minute: int, now_millis: int, live: Mapping[int, _Live]) -> None:
-        """This product's scheduled run: collect reports, plan, approve, execute the unloads."""
-        snapshot = LoadData.model_construct(
+    def _snapshot(self, live: Mapping[int, _Live]) -> LoadData:
+        """What a collect sees now: every live broker's report, with the leader's bundle averages."""
+        return LoadData.model_construct(
             brokers={self.ids[b]: entry.report for b, entry in sorted(live.items())},
             bundle_data=self.bundle_view,
             recently_unloaded_bundles=dict(self.offline_recent),
         )
+
+    def _offline_plan(self, minute: int, now_millis: int, live: Mapping[int, _Live]) -> None:
+        """This product's scheduled run: collect reports, plan, approve, execute the unloads."""
         plan = make_plan(
             "simulated",
-            snapshot,
+            self._snapshot(live),
             self.plan_config,
             self.policy.strategy.name,
             self.offline_state,

@@ -16,6 +16,7 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.simulator.engine import RunResult, simulate
+from planner.simulator.maintenance import MaintenanceRun
 from planner.simulator.scenario import Scenario
 
 
@@ -231,8 +232,45 @@ _DEFINITIONS = """\
 """
 
 
-def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str], command: str) -> str:
-    """The whole `docs/evaluation.md`: method, definitions, then one section per scenario."""
+def maintenance_markdown(drain: Sequence[MaintenanceRun], fill: Sequence[MaintenanceRun], pace: int) -> str:
+    """The drain and fill comparisons (`planner.simulator.maintenance`) as one section."""
+
+    def table(runs: Sequence[MaintenanceRun], drain: bool) -> list[str]:
+        head = ["", "moves", "peak moves in a minute", "minutes to empty" if drain else "minutes to balance"]
+        head += ["peak score", "over-placement", "final spread"]
+        lines = ["| " + " | ".join(head) + " |", "| :-- | " + " | ".join("--:" for _ in head[1:]) + " |"]
+        for run in runs:
+            timing = run.minutes_to_empty if drain else run.minutes_to_balance
+            cells = [run.label, str(run.moves), str(run.peak_moves_per_minute), _maybe(timing)]
+            cells += [f"{run.peak_score:.1f}", str(run.over_placement), f"{run.final_spread:.1f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+
+    return "\n".join(
+        [
+            "## Maintenance: drain and fill",
+            "",
+            "`pulsar-rebalance simulate --maintenance drain` and `--maintenance fill`",
+            f"(`planner/simulator/maintenance.py`), this product's plans executed at {pace} unloads a minute.",
+            "**Drain** (scenario `drain-1-of-10`): Pulsar's graceful shutdown unloads every bundle of the broker at",
+            "once and the leader places each on its clients' lookup; the drain plans them on predicted load and",
+            "stops the broker once it owns nothing. Peak score and moves count from the minute the maintenance",
+            "starts. **Fill** (scenario `fill-10-to-12`): Pulsar's in-broker shedders after two brokers join, against",
+            "one fill plan the minute after they joined (shedding off);",
+            "minutes to balance count from the start of the run.",
+            "",
+            *table(drain, drain=True),
+            "",
+            *table(fill, drain=False),
+            "",
+        ]
+    )
+
+
+def evaluation_markdown(
+    comparisons: Sequence[Comparison], plots: dict[str, str], command: str, maintenance: str = ""
+) -> str:
+    """The whole `docs/evaluation.md`: method, definitions, maintenance, then one section per scenario."""
     parts = [
         "# Evaluation: Pulsar's shedders and this product's offline plans in simulation",
         "",
@@ -266,6 +304,7 @@ def evaluation_markdown(comparisons: Sequence[Comparison], plots: dict[str, str]
         "## Definitions",
         "",
         _DEFINITIONS,
+        *([maintenance] if maintenance else []),
     ]
     for comparison in comparisons:
         scenario = comparison.scenario
@@ -347,7 +386,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise InputError(f"cannot write {str(path)!r}: {error.strerror}") from None
 
 
-def write_evaluation(comparisons: Sequence[Comparison], markdown_path: Path, command: str) -> list[Path]:
+def write_evaluation(
+    comparisons: Sequence[Comparison], markdown_path: Path, command: str, maintenance: str = ""
+) -> list[Path]:
     """Write the Markdown report and one PNG per scenario under `<dir>/<stem>/`; returns the files written."""
     plot_directory = markdown_path.parent / markdown_path.stem
     try:
@@ -361,7 +402,7 @@ def write_evaluation(comparisons: Sequence[Comparison], markdown_path: Path, com
         _write_atomically(path, plot_png(comparison))
         plots[comparison.scenario.name] = f"{plot_directory.name}/{path.name}"
         written.append(path)
-    document = evaluation_markdown(comparisons, plots, command)
+    document = evaluation_markdown(comparisons, plots, command, maintenance)
     _write_atomically(markdown_path, document.encode())
     written.append(markdown_path)
     return written

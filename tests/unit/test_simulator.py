@@ -22,6 +22,7 @@ from planner.simulator.engine import (
     simulate,
 )
 from planner.simulator.leader import BundleAverages, fold_samples
+from planner.simulator.maintenance import compare_drain, compare_fill
 from planner.simulator.scenario import (
     build_world,
     builtin_scenarios,
@@ -309,3 +310,28 @@ def test_cli_bad_input_exits_2_and_writes_nothing(capsys, tmp_path, arguments):
     assert code == 2
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
     assert not plot.exists()
+
+
+def test_a_paced_drain_moves_no_more_than_its_pace_where_pulsars_shutdown_moves_everything_at_once():
+    scenario = load_scenario("drain-1-of-10")
+    shutdown, drain = compare_drain(scenario, pace=4)
+    assert shutdown.moves == drain.moves == 20  # the drained broker's bundles, one way or the other
+    assert shutdown.peak_moves_per_minute == 20 and drain.peak_moves_per_minute == 4
+    assert drain.minutes_to_empty == 5  # 20 bundles at 4 a minute
+    assert drain.peak_score <= shutdown.peak_score and drain.final_spread < shutdown.final_spread
+
+
+def test_one_fill_plan_balances_new_brokers_that_pulsars_threshold_shedder_leaves_empty():
+    runs = {run.label: run for run in compare_fill(load_scenario("fill-10-to-12"))}
+    fill, threshold = runs["fill, 6 unloads/min"], runs["Pulsar ThresholdShedder"]
+    assert threshold.moves == 0 and threshold.minutes_to_balance is None
+    assert fill.minutes_to_balance is not None and fill.final_spread < 20
+    assert fill.minutes_to_balance < min(r.minutes_to_balance or 10**9 for r in runs.values() if r is not fill)
+    assert fill.peak_moves_per_minute <= 6 and fill.over_placement == 0
+
+
+def test_maintenance_comparisons_need_their_event():
+    with pytest.raises(InputError, match="has no `loss` event"):
+        compare_drain(load_scenario("spike"))
+    with pytest.raises(InputError, match="has no broker with joinAt"):
+        compare_fill(load_scenario("spike"))
