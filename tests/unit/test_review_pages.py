@@ -256,3 +256,27 @@ def test_a_user_sees_only_the_clusters_whose_plan_dag_they_may_read(filled):
     assert client.get(f"{URL_PREFIX}/api/plans/{ids['pending']}", headers=east_only).status_code == 200
     nothing = {"X-Clusters": ""}
     assert client.get(f"{URL_PREFIX}/api/plans", headers=nothing).json()["total"] == 0
+
+
+def test_a_drain_plan_page_shows_the_mode_and_the_drained_brokers_bundles_over_time(filled, tmp_path):
+    client, _ = filled
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    document = {
+        "cluster": "west",
+        "strategy": "drain",
+        "actions": [
+            {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "hot:8080", "destination": "cold:8080"}
+        ],
+        "notes": ["drain hot:8080: 1 bundles, 500.0 msg/s onto 1 brokers"],
+        "maintenance": {"mode": "drain", "brokers": ["hot:8080"], "overCapacity": ["cold:8080"]},
+    }
+    plan_id = commit_plan(
+        store, document, admin_url="http://west:8080", run_key="drain-1:west:drain", expected_version=0
+    ).plan_id
+    html = client.get(f"{URL_PREFIX}/plans/{plan_id}").text
+    assert 'id="maintenance"' in html and "drain" in html and "predicted over the overload threshold: cold:8080" in html
+    assert "drain hot:8080: 1 bundles" in html
+    progress = html.split('id="drain-progress"')[1].split("</table>")[0]
+    assert progress.count("<tr>") == 1 + 3  # the header and the fixture's three snapshots of the last half hour
+    assert client.get(f"{URL_PREFIX}/api/plans/{plan_id}").json()["maintenance"]["mode"] == "drain"
+    store.dispose()

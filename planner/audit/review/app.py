@@ -28,6 +28,7 @@ from planner.audit.review.queries import (
     PlanFilter,
     cluster_history,
     cluster_names,
+    drain_progress,
     plan_detail,
     plan_for_run,
     plan_page,
@@ -42,6 +43,8 @@ HISTORY_WINDOWS = {
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
 }
+# A drain plan's page shows the drained brokers' bundle counts from this long before the plan on.
+DRAIN_HISTORY_BEFORE = timedelta(hours=1)
 
 _templates = Environment(loader=PackageLoader("planner.audit.review", "templates"), autoescape=select_autoescape())
 _templates.filters["number"] = lambda value, digits=1: "—" if value is None else f"{value:,.{digits}f}"
@@ -188,7 +191,20 @@ def create_app(
         plan = readable_plan(readable, plan_id)
         measured = (plan["measured"] or {}).get("brokers")
         chart = plan_chart(plan.get("brokers", []), measured) if plan.get("brokers") else None
-        return render(request, "plan.html", plan=plan, chart=chart, measured=measured or {})
+        maintenance = plan.get("maintenance") or {}
+        progress = (
+            _input(
+                drain_progress,
+                home(),
+                open_store(),
+                plan["cluster"],
+                maintenance["brokers"],
+                datetime.fromisoformat(plan["createdAt"]) - DRAIN_HISTORY_BEFORE,
+            )
+            if maintenance.get("mode") == "drain"
+            else None
+        )
+        return render(request, "plan.html", plan=plan, chart=chart, measured=measured or {}, progress=progress)
 
     @app.get("/plans/{plan_id}/download")
     def plan_download(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> Response:

@@ -6,7 +6,7 @@ counts and approvals come from indexed joins, never from loading the plans' JSON
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -223,3 +223,18 @@ def cluster_history(store: Store, home: str | Path, cluster: str, since: datetim
     hidden = unpublished_snapshot_ids(store, cluster)
     samples = broker_load(read_samples(home, "brokers", cluster, since=since, exclude=hidden), PulsarConfig())
     return {"cluster": cluster, "since": _iso(since), "samples": samples, "executions": executions}
+
+
+def drain_progress(
+    home: str | Path, store: Store, cluster: str, brokers: Sequence[str], since: datetime
+) -> list[dict[str, Any]]:
+    """Per snapshot since a time: how many bundles each drained broker reported (its heartbeat and SLA-monitor
+    bundles included: Pulsar pins those to it)."""
+    hidden = unpublished_snapshot_ids(store, cluster)
+    rows = read_samples(home, "brokers", cluster, since=since, exclude=hidden).to_pylist()
+    progress: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row["broker"] in brokers:
+            entry = progress.setdefault(row["snapshot_id"], {"takenAt": _iso(row["taken_at"]), "bundles": {}})
+            entry["bundles"][row["broker"]] = row["num_bundles"]
+    return [progress[snapshot] for snapshot in sorted(progress)]
