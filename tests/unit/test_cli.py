@@ -383,3 +383,24 @@ def test_spark_code_is_the_planner_package_in_a_zip_named_by_its_content(capsys,
     # The same code gives the same name: executors and Spark Connect sessions can tell the versions apart.
     assert run_cli(capsys, "spark-code", "--out", tmp_path)[1] == out
     assert [path.name for path in tmp_path.iterdir()] == [archive.name]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mode", "drain"], "--mode drain: --brokers is required"),
+        (["--brokers", "a:8080"], "--brokers and --max-moves go with --mode drain or --mode fill"),
+        (["--mode", "fill", "--max-moves", "0"], "maxMoves must be a positive integer"),
+        (["--mode", "fill", "--cluster", "other"], "name exactly one --cluster"),
+    ],
+)
+def test_maintenance_plans_refuse_incomplete_requests_before_spark_starts(capsys, tmp_path, args, message):
+    db = f"sqlite:///{tmp_path / 'planner.db'}"
+    code, out, err = run_cli(capsys, "plan", "--cluster", "c1", "--db", db, *args)
+    assert code == 2 and out == "" and message in err
+
+
+def test_rollback_of_an_unknown_or_unexecuted_plan_is_refused(capsys, tmp_path):
+    db = f"sqlite:///{tmp_path / 'planner.db'}"
+    code, _, err = run_cli(capsys, "rollback", "42", "--db", db, "--admin-url", "http://127.0.0.1:9")
+    assert code == 2 and "unknown plan 42" in err
