@@ -464,19 +464,27 @@ class _Run:
         )
         return results
 
-    def still_owned(self, brokers: list[str]) -> dict[str, list[str]]:
-        """What the drained brokers own now, heartbeat and SLA-monitor bundles (pinned by Pulsar) aside; audited."""
-        owned = {
-            broker: sorted(
-                bundle
-                for bundle in self.live.client.owned_bundles(self.cluster, broker)
-                if not is_pinned_namespace(namespace_of(bundle))
-            )
-            for broker in brokers
-        }
+    def still_owned(self, brokers: list[str]) -> dict[str, list[str]] | None:
+        """What the drained brokers own now, heartbeat and SLA-monitor bundles (pinned by Pulsar) aside (a broker
+        no longer active owns nothing); None when the cluster cannot be read. Audited either way."""
+        try:
+            active = self.live.active_brokers()
+            owned: dict[str, list[str]] | None = {
+                broker: sorted(
+                    bundle
+                    for bundle in self.live.client.owned_bundles(self.cluster, broker)
+                    if not is_pinned_namespace(namespace_of(bundle))
+                )
+                if broker in active
+                else []
+                for broker in brokers
+            }
+            event, details = "drain.checked", {"stillOwned": owned}
+        except AdminError as error:
+            owned, event, details = None, "drain.check-failed", {"error": str(error)}
         self._write(
             lambda session: session.add(
-                audit_event(self.cluster, self.actor, "drain.checked", plan=self.claim.plan_id, stillOwned=owned)
+                audit_event(self.cluster, self.actor, event, plan=self.claim.plan_id, **details)
             )
         )
         return owned
