@@ -225,7 +225,7 @@ def rollback_dag(cluster: str, settings: PlannerSettings) -> DAG:
             airflow_tasks.ROLLBACK_DAG_PREFIX,
             cluster,
             None,
-            {"plan": Param(1, type="integer", minimum=1, description="The executed plan to roll back")},
+            {"plan": Param(None, type=["integer", "null"], minimum=1, description="The executed plan to roll back")},
         )
     )
     def pulsar_rebalance_rollback() -> None:

@@ -175,8 +175,10 @@ def commit_plan_output(cluster: str, uris: dict[str, str], run_id: str) -> dict[
     return _summary(committed.plan_id, committed.created, result.plan)
 
 
-def commit_rollback(cluster: str, plan_id: int, run_id: str) -> dict[str, Any]:
+def commit_rollback(cluster: str, plan_id: int | None, run_id: str) -> dict[str, Any]:
     """Commit the rollback of an executed plan of this cluster as this run's plan (idempotent per run)."""
+    if plan_id is None:
+        raise InputError(f'run {run_id}: trigger the rollback DAG with the plan to roll back, e.g. {{"plan": 12}}')
     planner_store = store()
     if show_plan(planner_store, plan_id)["cluster"] != cluster:
         raise InputError(f"plan {plan_id} is not a plan of cluster {cluster!r}")
