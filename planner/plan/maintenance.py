@@ -64,7 +64,7 @@ def _msg_rate(load: BrokerLoad) -> float:
     return load.traffic.msg_rate_in + load.traffic.msg_rate_out
 
 
-def _movable(load_data: LoadData, config: PulsarConfig, broker: str) -> list[str]:
+def _movable(load_data: LoadData, broker: str) -> list[str]:
     """The broker's bundles a plan may move, the busiest first (ties by name, so plans are reproducible)."""
     bundles = [
         bundle for bundle in load_data.brokers[broker].last_stats if not is_pinned_namespace(namespace_of(bundle))
@@ -167,7 +167,7 @@ def drain_plan(
         raise InputError(f"drain of cluster {cluster!r}: it would leave no broker to take the bundles")
     placement = _Placement(load_data, config, usage_models)
     bundles = sorted(
-        ((bundle, broker) for broker in sorted(draining) for bundle in _movable(load_data, config, broker)),
+        ((bundle, broker) for broker in sorted(draining) for bundle in _movable(load_data, broker)),
         key=lambda item: (-_bundle_rate(load_data, item[0]), item[0]),
     )
     actions, over = [], set()
@@ -198,10 +198,10 @@ def drain_plan(
     return _result(cluster, request, placement, actions, notes, usage_models, over)
 
 
-def _fill_targets(load_data: LoadData, config: PulsarConfig, brokers: Sequence[str]) -> list[str]:
+def _fill_targets(load_data: LoadData, brokers: Sequence[str]) -> list[str]:
     if brokers:
         return sorted(set(brokers))
-    return sorted(broker for broker in load_data.brokers if not _movable(load_data, config, broker))
+    return sorted(broker for broker in load_data.brokers if not _movable(load_data, broker))
 
 
 def fill_plan(
@@ -217,7 +217,7 @@ def fill_plan(
     other broker the bundle that brings both closest to the share, until no move improves or `max_moves`."""
     mode = MaintenanceMode.FILL
     _unknown_brokers(load_data, brokers, cluster, mode)
-    targets = _fill_targets(load_data, config, brokers)
+    targets = _fill_targets(load_data, brokers)
     if not targets:
         raise InputError(f"fill of cluster {cluster!r}: no broker owns nothing; name the brokers to fill")
     donors = sorted(set(load_data.brokers) - set(targets))
@@ -233,7 +233,7 @@ def fill_plan(
         best = None
         for donor in sorted(donors, key=lambda b: (-_msg_rate(placement.loads[b]), b)):
             surplus = _msg_rate(placement.loads[donor]) - share
-            for bundle in _movable(load_data, config, donor):
+            for bundle in _movable(load_data, donor):
                 rate = _bundle_rate(load_data, bundle)
                 if bundle in moved or rate <= 0:
                     continue
