@@ -535,7 +535,9 @@ def _plan_group(
     if "maintenance" in cluster_inputs:
         request = MaintenanceRequest.parse(cluster_inputs["maintenance"], f"maintenance of {cluster}")
         return JobResult(
-            plan=maintenance_plan(cluster, load_data, config, request, models).to_document(),
+            plan=maintenance_plan(
+                cluster, load_data, config, request, models, cluster_inputs.get("ownedBundles")
+            ).to_document(),
             snapshot=latest_snapshot,
             load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
         )

@@ -198,6 +198,8 @@ def collect(
     namespaces = sorted(ns for ns in reported_namespaces if not is_system_service_namespace(ns))
     boundaries = client.map_concurrently(namespaces, client.bundle_boundaries)
     topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
+    # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
+    owned = client.map_concurrently(sorted(reports), lambda broker: sorted(client.owned_bundles(cluster, broker)))
 
     archive = {
         "cluster": cluster,
@@ -212,6 +214,7 @@ def collect(
         },
         "boundaryErrors": {ns: str(found) for ns, found in boundaries.items() if isinstance(found, AdminError)},
         "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
+        "ownedBundles": {b: bundles for b, bundles in owned.items() if not isinstance(bundles, AdminError)},
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
     abandon_stale_snapshots(store, root, cluster, actor=actor)

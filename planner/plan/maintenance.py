@@ -64,11 +64,14 @@ def _msg_rate(load: BrokerLoad) -> float:
     return load.traffic.msg_rate_in + load.traffic.msg_rate_out
 
 
-def _movable(load_data: LoadData, broker: str) -> list[str]:
+def _owned(load_data: LoadData, broker: str, owned: Mapping[str, Sequence[str]] | None = None) -> set[str]:
+    """The broker's bundles: those its load report has stats for, and those the admin API lists (idle ones)."""
+    return set(load_data.brokers[broker].last_stats) | set((owned or {}).get(broker, ()))
+
+
+def _movable(load_data: LoadData, broker: str, owned: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The broker's bundles a plan may move, the busiest first (ties by name, so plans are reproducible)."""
-    bundles = [
-        bundle for bundle in load_data.brokers[broker].last_stats if not is_pinned_namespace(namespace_of(bundle))
-    ]
+    bundles = [bundle for bundle in _owned(load_data, broker, owned) if not is_pinned_namespace(namespace_of(bundle))]
     return sorted(bundles, key=lambda bundle: (-_bundle_rate(load_data, bundle), bundle))
 
 
@@ -154,9 +157,12 @@ def drain_plan(
     config: PulsarConfig,
     brokers: Sequence[str],
     usage_models: UsageModels | None = None,
+    owned: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanResult:
     """Every movable bundle of `brokers` onto the others, the busiest first, each to the broker whose predicted
-    message rate after it is lowest among those staying below the overload threshold."""
+    message rate after it is lowest among those staying below the overload threshold (ties: the fewest bundles
+    planned onto it). `owned`: each broker's bundles as the admin API lists them, idle ones included, which load
+    reports leave out; they move too, with no traffic."""
     mode = MaintenanceMode.DRAIN
     if not brokers:
         raise InputError(f"drain of cluster {cluster!r}: name the brokers to drain")
@@ -167,22 +173,24 @@ def drain_plan(
         raise InputError(f"drain of cluster {cluster!r}: it would leave no broker to take the bundles")
     placement = _Placement(load_data, config, usage_models)
     bundles = sorted(
-        ((bundle, broker) for broker in sorted(draining) for bundle in _movable(load_data, broker)),
+        {(bundle, broker) for broker in sorted(draining) for bundle in _movable(load_data, broker, owned)},
         key=lambda item: (-_bundle_rate(load_data, item[0]), item[0]),
     )
-    actions, over = [], set()
+    actions, over, planned = [], set(), dict.fromkeys(remaining, 0)
     for bundle, source in bundles:
         options = []
         for destination in remaining:
             loads = placement.after(Move(bundle, source, destination))
             score = placement.score(loads, destination)
-            options.append((score > placement.threshold, _msg_rate(loads[destination]), score, destination))
-        too_high, _, score, destination = min(options)
+            rate = _msg_rate(loads[destination])
+            options.append((score > placement.threshold, rate, planned[destination], score, destination))
+        too_high, _, _, score, destination = min(options)
+        planned[destination] += 1
         if too_high:
             over.add(destination)
         reason = f"drain {source}: to {destination}, predicted {score:.1f} points after"
         actions.append(_unload(placement, Move(bundle, source, destination), reason))
-    pinned = sum(len(load_data.brokers[b].last_stats) for b in draining) - len(bundles)
+    pinned = sum(len(_owned(load_data, b, owned)) for b in draining) - len(bundles)
     notes = [
         f"drain {', '.join(sorted(draining))}: {len(actions)} bundles, "
         f"{sum(a.msg_rate for a in actions):.1f} msg/s onto {len(remaining)} brokers"
@@ -270,7 +278,8 @@ def maintenance_plan(
     config: PulsarConfig,
     request: MaintenanceRequest,
     usage_models: UsageModels | None = None,
+    owned: Mapping[str, Sequence[str]] | None = None,
 ) -> PlanResult:
     if request.mode is MaintenanceMode.DRAIN:
-        return drain_plan(cluster, load_data, config, request.brokers, usage_models)
+        return drain_plan(cluster, load_data, config, request.brokers, usage_models, owned)
     return fill_plan(cluster, load_data, config, request.brokers, request.max_moves or DEFAULT_MAX_MOVES, usage_models)

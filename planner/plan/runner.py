@@ -87,6 +87,8 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
         }
         if request.maintenance is not None:
             inputs[cluster]["maintenance"] = request.maintenance.to_json()
+            # Every bundle each broker owned at the latest snapshot, idle ones included (absent from load reports).
+            inputs[cluster]["ownedBundles"] = archive.get("ownedBundles", {})
         versions[cluster] = stored.version
     return inputs, versions
 

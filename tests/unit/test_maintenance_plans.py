@@ -120,3 +120,14 @@ def test_plans_are_reproducible_and_the_request_is_validated():
         MaintenanceRequest.parse({"mode": "shrink"}, "maintenance of c1")
     with pytest.raises(InputError, match="maxMoves must be a positive integer"):
         MaintenanceRequest.parse({"mode": "fill", "maxMoves": 0}, "maintenance of c1")
+
+
+def test_a_drain_also_moves_the_idle_bundles_only_the_admin_api_lists_spreading_them():
+    data = cluster({"a:8080": [], "b:8080": [10], "c:8080": [10]})
+    idle = [bundle(100 + index, "tenant/idle") for index in range(4)]
+    owned = {"a:8080": [*idle, HEARTBEAT], "b:8080": []}
+    plan = drain_plan("c1", data, PulsarConfig(), ["a:8080"], owned=owned)
+    moved = {action.bundle: action.destination for action in plan.actions}
+    assert set(moved) == set(idle)  # the heartbeat stays
+    # No traffic to balance: the fewest bundles planned onto each broker decides.
+    assert sorted(list(moved.values()).count(broker) for broker in ("b:8080", "c:8080")) == [2, 2]
