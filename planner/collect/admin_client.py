@@ -402,7 +402,13 @@ class PulsarAdminClient:
         }
 
     def isolation_policies(self, cluster: str) -> dict[str, Any]:
-        return self._get_json(f"/admin/v2/clusters/{quote(cluster, safe='')}/namespaceIsolationPolicies")
+        """The cluster's namespace isolation policies by name; none at all is a 404 in Pulsar, an empty dict here."""
+        try:
+            return self._get_json(f"/admin/v2/clusters/{quote(cluster, safe='')}/namespaceIsolationPolicies")
+        except AdminError as error:
+            if error.status == 404:
+                return {}
+            raise
 
     def set_isolation_policy(self, cluster: str, name: str, policy: Mapping[str, Any]) -> None:
         """Create or replace a namespace isolation policy (idempotent)."""

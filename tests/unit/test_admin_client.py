@@ -121,3 +121,14 @@ def test_concurrent_map_returns_failures_as_values(fake):
     found = client.map_concurrently(["t/a", "t/b"], client.bundle_boundaries)
     assert found["t/a"] == [0, 0xFFFFFFFF]
     assert isinstance(found["t/b"], AdminError) and found["t/b"].status == 404
+
+
+def test_a_cluster_without_isolation_policies_has_none_rather_than_an_error(fake):
+    """Pulsar answers 404 until a cluster's first isolation policy exists; the executor checks fences before every
+    unload, so that must read as no policy, not as a cluster it cannot read."""
+    path = "/admin/v2/clusters/c1/namespaceIsolationPolicies"
+    fake.route("GET", path, Reply(404, {"reason": "NamespaceIsolationPolicies for cluster c1 does not exist"}))
+    assert client_for(fake).isolation_policies("c1") == {}
+    fake.route("GET", path, Reply(500, {"reason": "metadata store down"}))
+    with pytest.raises(AdminError):
+        client_for(fake).isolation_policies("c1")
