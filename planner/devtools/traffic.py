@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -103,6 +103,7 @@ class TrafficGenerator:
         payload_bytes: int = 1024,
         drain_timeout_seconds: float = 60.0,
         token: str | None = None,
+        broker_hosts: Collection[str] = (),
     ) -> None:
         tenant, _, name = namespace.partition("/")
         if not tenant or not name or "/" in name:
@@ -113,9 +114,9 @@ class TrafficGenerator:
         self.admin_url = admin_url.rstrip("/")
         self.service_url = service_url
         self._token = token
-        # Redirects between the brokers keep the token; it never leaves the admin URL's host.
-        admin_host = urlsplit(admin_url).hostname
-        self._http = ClusterSession(lambda url: urlsplit(url).hostname == admin_host)
+        # Redirects between the brokers keep the token; it never leaves the admin URL's and the brokers' hosts.
+        trusted = {urlsplit(admin_url).hostname, *broker_hosts}
+        self._http = ClusterSession(lambda url: urlsplit(url).hostname in trusted)
         if token:
             self._http.headers["Authorization"] = f"Bearer {token}"
         self.cluster = cluster
@@ -143,6 +144,9 @@ class TrafficGenerator:
         first = cluster_info["brokers"][0]
         if cluster_info.get("tokenFile"):
             options.setdefault("token", Path(cluster_info["tokenFile"]).read_text().strip())
+        options.setdefault(
+            "broker_hosts", {urlsplit(broker["adminUrl"]).hostname for broker in cluster_info["brokers"]}
+        )
         return cls(first["adminUrl"], first["serviceUrl"], cluster_info["cluster"], namespace, traffic, **options)
 
     # ---------------------------------------------------------------- setup
