@@ -106,9 +106,10 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypat
     """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
     10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
     (two samples each, broker order), one on a broker whose report is missing from some snapshots, one
-    moving to that broker, snapshot ids with jumps and snapshots taken at the same time; with the brokers
-    table telling which snapshots each broker reported in, without it, with one that lacks a quarter of the
-    reports, and with report keys that collide (injected: a 64-bit hash does not collide on demand)."""
+    moving to that broker, snapshot ids with jumps, snapshots taken at the same time, three date partitions
+    and a snapshot whose id is larger than the next day's first ones; with the brokers table telling which
+    snapshots each broker reported in, without it, with one that lacks a quarter of the reports, and with
+    report keys that collide (injected: a 64-bit hash does not collide on demand)."""
     rng = random.Random(5)
     snapshots = 1150
 
@@ -143,7 +144,11 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypat
     rows = []
     for index in range(snapshots):
         snapshot_id = 1 + index + (index // 300) * 37  # id jumps, as when other clusters take ids in between
-        taken_at = T0 + timedelta(minutes=index // 2)  # two snapshots a minute: ties in time
+        # Two snapshots every 6 minutes (ties in time), over three date partitions; one snapshot taken before
+        # midnight got a larger id than the next day's first ones (collects overlapping).
+        taken_at = T0 + timedelta(minutes=6 * (index // 2))
+        if index == 700:
+            taken_at = T0 + timedelta(days=1, minutes=-1)
         per_broker = {"a:8080": {}, "b:8080": {}, "c:8080": {}}
         for cluster in ("irr", "other"):
             if cluster == "other" and index % 50:
@@ -169,7 +174,7 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypat
             write_snapshot_samples(tmp_path, cluster, snapshot_id, taken_at, reports)
             per_broker = {"a:8080": {}, "b:8080": {}, "c:8080": {}}
 
-    as_of = T0 + timedelta(days=1)
+    as_of = T0 + timedelta(days=3)
     frame = read_table(spark, samples_root(tmp_path), "bundles", ["irr", "other"], as_of)
     brokers = read_table(spark, samples_root(tmp_path), "brokers", ["irr", "other"], as_of)
     expected = replay_in_collector_order(rows)
