@@ -1,4 +1,4 @@
-"""`pulsar-rebalance`: the planner's capabilities from the command line (stable interface, product.md).
+"""`pulsar-rebalance`: the planner's capabilities from the command line (a stable interface, see README.md).
 
 Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr and writes nothing.
 """
@@ -26,7 +26,7 @@ from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
-from planner.config import PulsarConfig, load_config, parse_assignments
+from planner.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_assignments
 from planner.errors import InputError, format_validation_error
 from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
@@ -190,7 +190,7 @@ def _parse_boundaries(text: str) -> list[int]:
 
 
 def command_topic_bundle(args: argparse.Namespace) -> None:
-    print(bundle_for_topic(args.topic, _parse_boundaries(args.boundaries)))
+    _print_json({"topic": args.topic, "bundle": str(bundle_for_topic(args.topic, _parse_boundaries(args.boundaries)))})
 
 
 def _store(args: argparse.Namespace) -> Store:
@@ -227,7 +227,7 @@ def command_collect(args: argparse.Namespace) -> None:
 
 def command_snapshots(args: argparse.Namespace) -> None:
     rows = list_snapshots(_store(args), args.cluster, limit=args.limit)
-    if args.json:
+    if args.format == "json":
         _print_json({"snapshots": rows})
         return
     print(f"{'id':>8}  {'cluster':<20} {'taken at (UTC)':<20} {'brokers':>7} {'bundles':>8}  partial")
@@ -259,17 +259,21 @@ def command_db_upgrade(args: argparse.Namespace) -> None:
     _print_json({"database": store.safe_url, "upgraded": changed, "revision": sorted(migration_heads())})
 
 
+def _plan_to_show(words: Sequence[str], command: str) -> int:
+    """The plan id of `show ID`."""
+    if len(words) != 2 or words[0] != "show":
+        raise InputError(
+            f"pulsar-rebalance {command}: unexpected {' '.join(words)!r}; did you mean `{command} show ID`?"
+        )
+    try:
+        return int(words[1])
+    except ValueError:
+        raise InputError(f"invalid plan id {words[1]!r}") from None
+
+
 def command_plan(args: argparse.Namespace) -> None:
     if args.words:
-        if len(args.words) != 2 or args.words[0] != "show":
-            raise InputError(
-                f"pulsar-rebalance plan: unexpected {' '.join(args.words)!r}; did you mean `plan show ID`?"
-            )
-        try:
-            plan_id = int(args.words[1])
-        except ValueError:
-            raise InputError(f"invalid plan id {args.words[1]!r}") from None
-        _print_json(show_plan(_store(args), plan_id))
+        _print_json(show_plan(_store(args), _plan_to_show(args.words, "plan")))
         return
     if not args.cluster:
         raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
@@ -429,6 +433,9 @@ def command_rollback(args: argparse.Namespace) -> None:
 
 
 def command_plans(args: argparse.Namespace) -> None:
+    if args.words and args.words != ["list"]:
+        _print_json(show_plan(_store(args), _plan_to_show(args.words, "plans")))
+        return
     _print_json({"plans": list_plans(_store(args), args.cluster, args.status, args.limit)})
 
 
@@ -559,7 +566,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     names = ", ".join(strategy.name for strategy in STRATEGIES)
     shed = commands.add_parser("shed", help="run a shedding strategy on a LoadData file")
-    shed.add_argument("--load-data", type=Path, required=True, help="LoadData JSON (product.md)")
+    shed.add_argument(
+        "--load-data",
+        type=Path,
+        required=True,
+        help="LoadData JSON: Pulsar's /admin/v2/broker-stats/load-report shape per broker (README.md)",
+    )
     shed.add_argument("--strategy", required=True, help=f"{names}, or the Java class name")
     shed.add_argument("--runs", type=int, default=1, help="consecutive runs on the same input, carrying state")
     shed.add_argument("--state-in", type=Path, help="strategy state JSON to start from")
@@ -574,22 +586,38 @@ def build_parser() -> argparse.ArgumentParser:
     shed.set_defaults(handler=command_shed)
 
     candidates = commands.add_parser("split-candidates", help="bundles Pulsar's BundleSplitterTask would split")
-    candidates.add_argument("--load-data", type=Path, required=True)
+    candidates.add_argument("--load-data", type=Path, required=True, help="LoadData JSON (as for shed)")
     _add_config_options(candidates)
     candidates.set_defaults(handler=command_split_candidates)
 
     positions = commands.add_parser("split-positions", help="where a split algorithm would cut a bundle")
-    positions.add_argument("--algorithm", required=True)
-    positions.add_argument("--bundle", required=True, metavar="0xLLLLLLLL_0xUUUUUUUU")
-    positions.add_argument("--topic", dest="topics", action="append", default=[], metavar="NAME[:msgRate:throughput]")
-    positions.add_argument("--position", dest="positions", action="append", default=[], metavar="N")
+    positions.add_argument(
+        "--algorithm", required=True, choices=SPLIT_ALGORITHMS, help="Pulsar's split algorithm to apply"
+    )
+    positions.add_argument("--bundle", required=True, metavar="0xLLLLLLLL_0xUUUUUUUU", help="the bundle range to cut")
+    positions.add_argument(
+        "--topic",
+        dest="topics",
+        action="append",
+        default=[],
+        metavar="NAME[:msgRate:throughput]",
+        help="a topic in the bundle, with its load for flow_or_qps_equally_divide (repeatable)",
+    )
+    positions.add_argument(
+        "--position",
+        dest="positions",
+        action="append",
+        default=[],
+        metavar="N",
+        help="with specified_positions_divide: a hash position to cut at (repeatable)",
+    )
     positions.add_argument("--force", action="store_true", help="specified positions without the two-topic rule")
     _add_config_options(positions)
     positions.set_defaults(handler=command_split_positions)
 
     topic = commands.add_parser("topic-bundle", help="the bundle range a topic hashes into")
     topic.add_argument("--boundaries", required=True, help="comma-separated hex boundaries, 0x00000000..0xffffffff")
-    topic.add_argument("topic")
+    topic.add_argument("topic", help="full topic name, e.g. persistent://tenant/ns/name")
     topic.set_defaults(handler=command_topic_bundle)
 
     collect_parser = commands.add_parser("collect", help="take a load snapshot of a cluster through its admin API")
@@ -603,9 +631,13 @@ def build_parser() -> argparse.ArgumentParser:
     collect_parser.set_defaults(handler=command_collect)
 
     snapshots = commands.add_parser("snapshots", help="list collected snapshots")
-    snapshots.add_argument("--cluster")
-    snapshots.add_argument("--limit", type=int, default=50)
-    snapshots.add_argument("--json", action="store_true")
+    snapshots.add_argument("--cluster", help="only this cluster's snapshots")
+    snapshots.add_argument("--limit", type=int, default=50, help="newest snapshots at most (default 50)")
+    snapshots.add_argument(
+        "--format", choices=["json", "table"], default="json", help="json (default) or a table for people"
+    )
+    # Before --format, JSON was asked for with --json: still accepted.
+    snapshots.add_argument("--json", dest="format", action="store_const", const="json", help=argparse.SUPPRESS)
     _add_store_options(snapshots)
     snapshots.set_defaults(handler=command_snapshots)
 
@@ -624,9 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
     load_data.set_defaults(handler=command_load_data)
 
     plan = commands.add_parser("plan", help="plan with the Spark job and commit (or: plan show ID)")
-    plan.add_argument("words", nargs="*", metavar="show ID")
-    plan.add_argument("--cluster", action="append", default=[], help="repeatable")
-    plan.add_argument("--strategy", default="AvgShedder")
+    plan.add_argument("words", nargs="*", metavar="show ID", help="`show ID` prints a committed plan")
+    plan.add_argument("--cluster", action="append", default=[], help="a cluster to plan (required, repeatable)")
+    plan.add_argument("--strategy", default="AvgShedder", help=f"{names}, or the Java class name (default AvgShedder)")
     plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
     plan.add_argument("--history", default="7d", help="how far back a full recompute of the averages reads samples")
     plan.add_argument(
@@ -709,10 +741,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_options(rollback)
     rollback.set_defaults(handler=command_rollback)
 
-    plans = commands.add_parser("plans", help="list plans")
-    plans.add_argument("--cluster")
+    plans = commands.add_parser("plans", help="list plans (plans [list]), or show one (plans show ID)")
+    plans.add_argument("words", nargs="*", metavar="list | show ID", help="list (the default) or show ID")
+    plans.add_argument("--cluster", help="only this cluster's plans")
     plans.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
-    plans.add_argument("--limit", type=int, default=50)
+    plans.add_argument("--limit", type=int, default=50, help="newest plans at most (default 50)")
     _add_store_options(plans)
     plans.set_defaults(handler=command_plans)
 
@@ -756,7 +789,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the full cycle on a local cluster with Airflow (see README)")
     demo.add_argument("--approve", action="store_true", help="approve the plan automatically instead of in the UI")
-    demo.add_argument("--brokers", type=int, default=3)
+    demo.add_argument("--brokers", type=int, default=3, help="brokers of the local cluster (default 3)")
     demo.add_argument("--port", type=int, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
     demo.set_defaults(handler=command_demo)
 

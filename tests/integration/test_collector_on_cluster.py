@@ -121,7 +121,7 @@ def test_collect_through_the_cli_registers_the_cluster_under_its_pulsar_name(pul
     assert result["cluster"] == pulsar_cluster["cluster"]
     assert result["brokers"] == len(pulsar_cluster["brokers"]) and result["partial"] is False
     listed = subprocess.run(
-        [sys.executable, "-m", "planner.cli", "snapshots", "--json"],
+        [sys.executable, "-m", "planner.cli", "snapshots"],
         capture_output=True,
         text=True,
         check=True,

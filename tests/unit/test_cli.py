@@ -259,7 +259,7 @@ def test_topic_bundle_prints_the_range(capsys):
 
     lower = (topic_hash(topic) >> 30) << 30
     upper = min(lower + 0x40000000, 0xFFFFFFFF)
-    assert code == 0 and out.strip() == f"0x{lower:08x}_0x{upper:08x}"
+    assert code == 0 and json.loads(out) == {"topic": topic, "bundle": f"0x{lower:08x}_0x{upper:08x}"}
 
 
 BAD_LOAD_DATA = [

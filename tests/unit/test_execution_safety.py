@@ -202,6 +202,23 @@ def test_cli_approve_records_the_os_user_and_the_name_given(store, capsys, monke
     assert "already approved" in capsys.readouterr().err
 
 
+def test_cli_lists_and_shows_plans_in_both_grammars(store, capsys):
+    plan_id = pending_plan(store)
+    url = str(store.engine.url)
+    for words in ([], ["list"]):
+        assert cli.main(["plans", *words, "--db", url]) == 0
+        [listed] = json.loads(capsys.readouterr().out)["plans"]
+        assert listed["id"] == plan_id
+    for command in (["plans", "show", str(plan_id)], ["plan", "show", str(plan_id)]):
+        assert cli.main([*command, "--db", url]) == 0
+        assert json.loads(capsys.readouterr().out)["actionsHash"] == show_plan(store, plan_id)["actionsHash"]
+    for words, message in ((["show"], "did you mean `plans show ID`"), (["show", "x"], "invalid plan id 'x'")):
+        assert cli.main(["plans", *words, "--db", url]) == 2
+        assert message in capsys.readouterr().err
+    assert cli.main(["plans", "--status", "bogus", "--db", url]) == 2
+    assert "invalid choice: 'bogus'" in capsys.readouterr().err
+
+
 def test_cli_execute_refuses_bad_input_before_sending(store, capsys):
     plan_id = approved_plan(store)
     url = str(store.engine.url)
