@@ -518,7 +518,7 @@ def command_simulate(args: argparse.Namespace) -> None:
                 compare_drain(drain, seed=args.seed), compare_fill(fill, seed=args.seed), DEFAULT_PACE
             )
         report.write_evaluation(comparisons, args.markdown, " ".join(words), maintenance)
-    if args.json:
+    if args.format == "json":
         documents = [report.to_json(comparison) for comparison in comparisons]
         _print_json(documents[0] if not args.all else {"scenarios": {d["scenario"]: d for d in documents}})
     else:
@@ -775,7 +775,11 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--seed", type=int, default=1, help="traffic, sizes and placement draws (default 1)")
     simulate.add_argument("--cadence", type=int, help="minutes between offline plans (default: the scenario's, 60)")
     simulate.add_argument("--target", type=float, help="balanced = spread below this many points")
-    simulate.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    simulate.add_argument(
+        "--format", choices=["json", "table"], default="json", help="json (default) or a table for people"
+    )
+    # Before --format, JSON was asked for with --json: still accepted.
+    simulate.add_argument("--json", dest="format", action="store_const", const="json", help=argparse.SUPPRESS)
     simulate.add_argument(
         "--maintenance",
         choices=["drain", "fill"],

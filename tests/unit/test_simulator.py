@@ -286,7 +286,8 @@ def test_cli_prints_the_metrics_as_json(capsys):
 def test_cli_prints_a_table_and_writes_a_plot(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     plot = tmp_path / "spike.png"
-    code = main(["simulate", "--scenario", "spike", "--policy", "AvgShedder", "--minutes", "35", "--plot", str(plot)])
+    arguments = ["--scenario", "spike", "--policy", "AvgShedder", "--minutes", "35", "--plot", str(plot)]
+    code = main(["simulate", *arguments, "--format", "table"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "AvgShedder" in captured.out and "min to balance" in captured.out
