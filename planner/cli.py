@@ -17,18 +17,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
-from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
 from planner.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_assignments
 from planner.errors import InputError, format_validation_error
-from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
 from planner.maven import MavenError
 from planner.model import parse_json_document, read_load_data
@@ -45,13 +41,14 @@ from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import can_split
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
-from planner.plan.rollback import plan_rollback
-from planner.plan.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import STRATEGIES, shedding_strategy
-from planner.samples.dataset import samples_root
 from planner.settings import ExecutorSettings, planner_settings, storage_root
-from planner.store.database import Store, migration_heads, upgrade
 
+if TYPE_CHECKING:
+    from planner.store.database import Store
+
+# The store, the collector, the executor and the Spark runner are imported by the commands that use them:
+# together they took about 2 s, which every `--help` paid.
 logger = logging.getLogger("pulsar_rebalance")
 
 EXIT_BAD_INPUT = 2
@@ -194,6 +191,8 @@ def command_topic_bundle(args: argparse.Namespace) -> None:
 
 
 def _store(args: argparse.Namespace) -> Store:
+    from planner.store.database import Store
+
     return Store(args.db)
 
 
@@ -213,6 +212,8 @@ def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
 
 
 def command_collect(args: argparse.Namespace) -> None:
+    from planner.collect.collector import collect
+
     settings = _cluster_settings(args)
     store = _store(args)
     with settings.client() as client:
@@ -226,6 +227,8 @@ def command_collect(args: argparse.Namespace) -> None:
 
 
 def command_snapshots(args: argparse.Namespace) -> None:
+    from planner.collect.collector import list_snapshots
+
     rows = list_snapshots(_store(args), args.cluster, limit=args.limit)
     if args.format == "json":
         _print_json({"snapshots": rows})
@@ -239,6 +242,8 @@ def command_snapshots(args: argparse.Namespace) -> None:
 
 
 def command_load_data(args: argparse.Namespace) -> None:
+    from planner.collect.collector import load_data_for_snapshot
+
     load_data = load_data_for_snapshot(_store(args), storage_root(), args.snapshot)
     sys.stdout.write(load_data.model_dump_json(by_alias=True, indent=2))
     sys.stdout.write("\n")
@@ -254,6 +259,8 @@ def command_spark_code(args: argparse.Namespace) -> None:
 
 
 def command_db_upgrade(args: argparse.Namespace) -> None:
+    from planner.store.database import Store, migration_heads, upgrade
+
     store = Store(args.db, migrate=False)
     changed = upgrade(store.engine)
     _print_json({"database": store.safe_url, "upgraded": changed, "revision": sorted(migration_heads())})
@@ -272,6 +279,10 @@ def _plan_to_show(words: Sequence[str], command: str) -> int:
 
 
 def command_plan(args: argparse.Namespace) -> None:
+    from planner.audit.plan_records import show_plan
+    from planner.plan.runner import PlanRequest, run_plan
+    from planner.samples.dataset import samples_root
+
     if args.words:
         _print_json(show_plan(_store(args), _plan_to_show(args.words, "plan")))
         return
@@ -335,6 +346,9 @@ def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
 
 def command_approve(args: argparse.Namespace) -> None:
     """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
+    from planner.approval.decisions import record_decision
+    from planner.audit.plan_records import show_plan
+
     os_user = getpass.getuser()
     name = args.as_name or os_user
     plan = show_plan(_store(args), args.plan_id)
@@ -389,6 +403,8 @@ def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
 def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
     """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
     the clusters file; a URL of another cluster is refused."""
+    from planner.audit.plan_records import show_plan
+
     plan_cluster = show_plan(store, plan_id)["cluster"]
     if args.cluster and args.cluster != plan_cluster:
         raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
@@ -407,6 +423,8 @@ def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -
 
 
 def command_execute(args: argparse.Namespace) -> None:
+    from planner.execute.executor import execute_plan
+
     settings = _executor_settings(args)  # bad settings fail before anything is read or sent
     store = _store(args)
     with _plan_cluster_client(args, store, args.plan_id) as client:
@@ -418,6 +436,8 @@ def command_execute(args: argparse.Namespace) -> None:
 
 
 def command_rollback(args: argparse.Namespace) -> None:
+    from planner.plan.rollback import plan_rollback
+
     store = _store(args)
     with _plan_cluster_client(args, store, args.plan_id) as client:
         committed, document = plan_rollback(store, client, args.plan_id, actor=f"cli:{getpass.getuser()}")
@@ -433,6 +453,8 @@ def command_rollback(args: argparse.Namespace) -> None:
 
 
 def command_plans(args: argparse.Namespace) -> None:
+    from planner.audit.plan_records import list_plans, show_plan
+
     if args.words and args.words != ["list"]:
         _print_json(show_plan(_store(args), _plan_to_show(args.words, "plans")))
         return

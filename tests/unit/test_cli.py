@@ -404,3 +404,17 @@ def test_rollback_of_an_unknown_or_unexecuted_plan_is_refused(capsys, tmp_path):
     db = f"sqlite:///{tmp_path / 'planner.db'}"
     code, _, err = run_cli(capsys, "rollback", "42", "--db", db, "--admin-url", "http://127.0.0.1:9")
     assert code == 2 and "unknown plan 42" in err
+
+
+def test_help_loads_neither_the_store_nor_the_dataset_nor_spark():
+    """`--help` stays fast: the heavy modules load only in the commands that use them (about 2 s together)."""
+    script = (
+        "import sys, contextlib, io\n"
+        "from planner.cli import main\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['plan', '--help'])\n"
+        "heavy = ('sqlalchemy', 'alembic', 'pyarrow.dataset', 'pyspark', 'pandas')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
