@@ -182,11 +182,12 @@ def _rows(session: Session, plan_id: int) -> list[ExecutableAction]:
 
 
 def rows_hash(session: Session, plan_id: int) -> str:
-    """The approval hash of the plan's action rows as they are now (what would run)."""
+    """The approval hash of the plan's action rows and maintenance as they are now (what would run)."""
     rows = _rows(session, plan_id)
     if [row.sequence for row in rows] != list(range(len(rows))):
         return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
-    return actions_hash([row.to_json() for row in rows])
+    plan = session.get(Plan, plan_id)
+    return actions_hash([row.to_json() for row in rows], plan.details.get("maintenance") if plan else None)
 
 
 # --- the claim ------------------------------------------------------------------------------------

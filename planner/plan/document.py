@@ -26,14 +26,25 @@ from planner.errors import InputError, format_validation_error
 EXECUTED_FIELDS = ("kind", "bundle", "source", "destination", "splitAlgorithm", "splitPositions")
 
 
-def actions_hash(actions: Sequence[Mapping[str, Any]]) -> str:
+def actions_hash(actions: Sequence[Mapping[str, Any]], maintenance: Mapping[str, Any] | None = None) -> str:
     """SHA-256 of the canonical JSON of the executed fields of each action, with its position: what an
-    approval approves. The executor recomputes it from the action rows it is about to run."""
+    approval approves. The executor recomputes it from the action rows it is about to run.
+
+    A maintenance plan's mode, brokers and the plan it rolls back are hashed too: the executor fences (and
+    unfences) brokers by them, admin writes the approval must cover as well. Plans without one hash as before."""
     executed = [
         {"sequence": sequence, **{name: action.get(name) for name in EXECUTED_FIELDS}}
         for sequence, action in enumerate(actions)
     ]
-    canonical = json.dumps(executed, sort_keys=True, separators=(",", ":"))
+    approved: Any = executed
+    if maintenance:
+        executed_maintenance = {
+            "mode": maintenance.get("mode"),
+            "brokers": list(maintenance.get("brokers") or []),
+            "rollsBack": maintenance.get("rollsBack"),
+        }
+        approved = {"actions": executed, "maintenance": executed_maintenance}
+    canonical = json.dumps(approved, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -127,7 +138,8 @@ class PlanDocument(_Document):
 
     @model_validator(mode="after")
     def _hash_of_its_actions(self) -> PlanDocument:
-        computed = actions_hash([action.to_json() for action in self.actions])
+        maintenance = self.maintenance.to_json() if self.maintenance else None
+        computed = actions_hash([action.to_json() for action in self.actions], maintenance)
         if not self.actions_hash:
             object.__setattr__(self, "actions_hash", computed)
         elif self.actions_hash != computed:

@@ -72,7 +72,7 @@ class PlanResult:
 
     @property
     def actions_hash(self) -> str:
-        return actions_hash([action.to_json() for action in self.actions])
+        return actions_hash([action.to_json() for action in self.actions], self.maintenance)
 
     def to_json(self) -> dict[str, Any]:
         return self.to_document().to_json()

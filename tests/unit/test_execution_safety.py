@@ -130,6 +130,24 @@ def test_the_hash_covers_what_is_sent_in_order_and_nothing_else():
     assert actions_hash([split]) != actions_hash([{**split, "splitPositions": [5]}])
 
 
+def test_the_approval_binds_a_maintenance_plans_brokers(store):
+    """The executor fences a drain's brokers: an approved drain whose brokers change afterwards does not run."""
+    actions = [unload("t/ns/0x00000000_0x80000000")]
+    drain = {"mode": "drain", "brokers": ["a:8080"]}
+    plan = {"cluster": "c1", "strategy": "drain", "actions": actions, "stateAfter": {}, "maintenance": drain}
+    plan_id = commit_plan(store, plan, admin_url=NO_CLUSTER, run_key="drain-1", expected_version=0).plan_id
+    approved_hash = show_plan(store, plan_id)["actionsHash"]
+    assert approved_hash != actions_hash(actions)  # the drain is part of what is approved
+    assert approved_hash == actions_hash(actions, {**drain, "overCapacity": ["b:8080"], "maxMoves": 9})
+    record_decision(store, plan_id, approved=True, approver="alice", approved_hash=approved_hash)
+    with store.session() as session:
+        row = session.get(Plan, plan_id)
+        row.details = {**row.details, "maintenance": {**drain, "brokers": ["b:8080"]}}
+    with PulsarAdminClient(NO_CLUSTER) as client, pytest.raises(InputError, match="differ from the approved"):
+        execute_plan(store, client, plan_id, ExecutorSettings())
+    assert len(events(store, "plan.hash-mismatch")) == 1
+
+
 @pytest.mark.parametrize(
     ("age", "started", "status"),
     [
