@@ -203,6 +203,19 @@ class PlannerSettings(BaseSettings):
         (),
         description="Comma-separated `ID[:Name]` of the users who may answer the gate; empty: anyone Airflow lets.",
     )
+    notify_email_to: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="Comma-separated addresses told when a plan awaits approval, is decided and has run; empty: no "
+        "email. Sent through the `notify_email_conn_id` connection.",
+    )
+    notify_email_conn_id: str = Field(
+        "smtp_default", description="The SMTP connection of those emails; its `from_email` extra is the sender."
+    )
+    notify_webhook_conn_id: str | None = Field(
+        None,
+        description="An `http` connection whose URL gets the same notifications as JSON (Slack, Teams, or with a "
+        "`routing_key` extra PagerDuty); unset: no webhook.",
+    )
     spark_local_ip: str = Field("127.0.0.1", description="Address the Spark driver binds (loopback for local masters).")
     measure_wait: float = Field(
         120.0, ge=0, description="Seconds the report task waits for load reports newer than the execution."
@@ -218,6 +231,11 @@ class PlannerSettings(BaseSettings):
     @field_validator("cluster_names", mode="before")
     @classmethod
     def _split_names(cls, value: object) -> object:
+        return _comma_separated(value)
+
+    @field_validator("notify_email_to", mode="before")
+    @classmethod
+    def _split_recipients(cls, value: object) -> object:
         return _comma_separated(value)
 
     @field_validator("approvers", mode="before")

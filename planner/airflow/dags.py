@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, task
+from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, task
 from airflow.task.trigger_rule import TriggerRule
 
 from planner.airflow import tasks as airflow_tasks
@@ -148,7 +148,7 @@ def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: An
     # Not a direct downstream of the gate (a Reject skips those).
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-        return airflow_tasks.report_outcome(cluster, run_id)
+        return airflow_tasks.report_outcome(cluster, run_id, get_current_context())
 
     has_actions(summary) >> gate
     execute(gate.output) >> report()

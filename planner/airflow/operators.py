@@ -21,6 +21,7 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 
 from planner.airflow import tasks as airflow_tasks
+from planner.airflow.notifications import PlanEvent
 
 
 class PlanApprovalOperator(ApprovalOperator):
@@ -33,16 +34,30 @@ class PlanApprovalOperator(ApprovalOperator):
     def execute(self, context: Any) -> Any:
         request = airflow_tasks.request_approval(self.cluster, context["run_id"])
         self.subject, self.body = request.subject, request.markdown
+        timeout = self.response_timeout
+        waits = [f"Without an answer within {timeout} it is rejected."] if timeout else []
+        airflow_tasks.notify_plan(self.cluster, context["run_id"], PlanEvent.AWAITING_APPROVAL, context, waits)
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
         if "error" not in event:
+            chosen = list(event.get("chosen_options") or [])
+            responder = event.get("responded_by_user")
             airflow_tasks.record_gate_decision(
                 self.cluster,
                 context["run_id"],
-                chosen=list(event.get("chosen_options") or []),
-                responder=event.get("responded_by_user"),
+                chosen=chosen,
+                responder=responder,
                 responded_at=event.get("responded_at"),
                 assigned=[user["id"] for user in self.assigned_users or []],
             )
+            if responder is None:  # the timeout applied the default, Reject
+                notice, details = PlanEvent.TIMED_OUT, [f"Nobody answered within {self.response_timeout}."]
+            else:
+                approved = "Approve" in chosen
+                notice = PlanEvent.APPROVED if approved else PlanEvent.REJECTED
+                details = [
+                    f"{'Approved' if approved else 'Rejected'} by {responder.get('name') or responder.get('id')}."
+                ]
+            airflow_tasks.notify_plan(self.cluster, context["run_id"], notice, context, details)
         return super().execute_complete(context, event)

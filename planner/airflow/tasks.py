@@ -12,13 +12,15 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from planner import storage
+from planner.airflow import notifications
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
+from planner.airflow.notifications import PlanEvent, PlanMessage
 from planner.approval.decisions import (
     record_approval_request,
     record_decision,
@@ -32,6 +34,7 @@ from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
+from planner.lifecycle import PlanStatus
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.rollback import ROLLBACK, plan_rollback
@@ -39,6 +42,7 @@ from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
 from planner.settings import planner_settings
 from planner.store.database import Store
+from planner.store.models import audit_event
 
 PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
 MAINTENANCE_DAG_PREFIX = "pulsar_rebalance_maintenance_"  # drain and fill, triggered with params
@@ -59,6 +63,24 @@ def approvers() -> list[dict[str, str]]:
     in Airflow. The id is the auth manager's user id (the user name under the simple auth manager, the numeric
     id under FAB), which is what Airflow matches; the name is what people read."""
     return [approver.model_dump() for approver in planner_settings(airflow=True).approvers]
+
+
+def notify_plan(cluster: str, run_id: str, event: PlanEvent, context: Any, details: Sequence[str] = ()) -> PlanMessage:
+    """Tell the configured channels (`planner.airflow.notifications`) about the run's plan; a channel that
+    fails is audited (`plan.notification-failed`), and the task goes on."""
+    planner_store = store()
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    plan = PlanDocument.parse(show_plan(planner_store, plan_id), f"stored plan {plan_id}")
+    message = PlanMessage(event, cluster, plan_id, plan_subject(plan), plan_url(plan_id), tuple(details))
+    failed = notifications.send(message, context)
+    if failed:
+        with planner_store.session() as session:
+            session.add(
+                audit_event(
+                    cluster, "airflow:notify", "plan.notification-failed", plan=plan_id, notice=event, channels=failed
+                )
+            )
+    return message
 
 
 def plan_url(plan_id: int) -> str:
@@ -302,8 +324,9 @@ def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:
         time.sleep(5)
 
 
-def report_outcome(cluster: str, run_id: str) -> dict[str, Any]:
-    """After the gate: the decision as the gate recorded it; after an execution, the load measured again."""
+def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, Any]:
+    """After the gate: the decision as the gate recorded it; after an execution, the load measured again, and
+    the notification of how the execution ended (the gate told of its own decision)."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
@@ -315,4 +338,8 @@ def report_outcome(cluster: str, run_id: str) -> dict[str, Any]:
     measured = snapshot_broker_load(planner_settings(airflow=True).storage_root, cluster, after["snapshot"])
     record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
     plan = show_plan(planner_store, plan_id)
+    ended = {PlanStatus.EXECUTED: PlanEvent.EXECUTED, PlanStatus.PARTIAL: PlanEvent.PARTIAL}
+    notice = ended.get(PlanStatus(plan["status"]), PlanEvent.NOT_EXECUTED)
+    details = [f"Status {plan['status']}; the load measured again is in snapshot {after['snapshot']}."]
+    notify_plan(cluster, run_id, notice, context or {}, details)
     return {"plan": plan_id, "status": plan["status"], "snapshotAfter": after["snapshot"]}

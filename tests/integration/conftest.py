@@ -149,8 +149,20 @@ def skewed_airflow_env(
 @pytest.fixture(scope="session")
 def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Every bundle of a namespace on one broker at 160 msg/s; the plan DAG run approved through the REST
-    API. Yields the Airflow environment, the run's task states, the generator (stopped) and the hot broker."""
-    env = airflow_env(pulsar_cluster, tmp_path_factory.mktemp("approved-cycle"))
+    API, with notifications to an SMTP server and a webhook receiver on loopback. Yields the Airflow
+    environment, the run's task states, the generator (stopped), the hot broker, the mailbox and the receiver."""
+    # Imported here: tests.receivers takes its port picker from this module.
+    from tests.receivers import notification_env, smtp_server, webhook_receiver
+
+    with smtp_server() as mailbox, webhook_receiver() as receiver:
+        env = airflow_env(pulsar_cluster, tmp_path_factory.mktemp("approved-cycle"))
+        env |= notification_env(mailbox, receiver)
+        yield from _approved_cycle(pulsar_cluster, env, mailbox, receiver)
+
+
+def _approved_cycle(
+    pulsar_cluster: dict[str, Any], env: dict[str, str], mailbox: object, receiver: object
+) -> Iterator[dict]:
     hot = pulsar_cluster["brokers"][0]["id"]
     namespace = f"{TEST_TENANT}/cycle-{secrets.token_hex(4)}"
     generator = TrafficGenerator.for_cluster(
@@ -164,7 +176,14 @@ def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.Temp
         collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
         outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "Approve", CYCLE_CONF, timeout=600)
         generator.stop()
-        yield {"env": env, "outcome": outcome, "generator": generator, "hot": hot}
+        yield {
+            "env": env,
+            "outcome": outcome,
+            "generator": generator,
+            "hot": hot,
+            "mailbox": mailbox,
+            "receiver": receiver,
+        }
     finally:
         generator.stop()
         generator.delete_namespace()

@@ -12,6 +12,7 @@ from planner.devtools.demo import run_plan_cycle
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanMeasurement
 from tests.integration.conftest import CYCLE_CONF, skewed_airflow_env
+from tests.receivers import Mailbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -36,6 +37,19 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
         bundle_range = action.bundle.rsplit("/", 1)[1]
         probe = next(t for t, b in generator.topics.items() if str(b) == bundle_range)
         assert generator.owner(probe) == action.destination
+    # Told by email and webhook: the plan awaits approval, was approved (by whom), was executed; each with the
+    # plan's one-line summary and its review page.
+    told = [body for path, _, body in approved_cycle["receiver"].received if path.endswith("/secret-path")]
+    assert [body["event"] for body in told] == ["awaiting-approval", "approved", "executed"], told
+    assert all(body["plan"] == plan.id and body["link"].endswith(f"/plans/{plan.id}") for body in told)
+    assert told[1]["details"][0].startswith("Approved by ")
+    mails = approved_cycle["mailbox"].messages
+    assert [mail["Subject"].rsplit(" plan ", 1)[1] for _, mail in mails] == [
+        f"{plan.id} awaits approval",
+        f"{plan.id} was approved",
+        f"{plan.id} was executed",
+    ]
+    assert all(told[0]["summary"] in Mailbox.html(mail) for _, mail in mails)
 
 
 @pytest.fixture
