@@ -117,6 +117,24 @@ def settled_snapshot(client: PulsarAdminClient, store: Store, home: Path, timeou
         previous = current
 
 
+def closing_table(before: dict[str, float], after: dict[str, float]) -> str:
+    """msg/s per broker before and after the plan, as a table for the terminal. Broker scores are left out:
+    brokers on one machine share its CPU and NIC, so their scores rise and fall together whatever moves."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="msg/s per broker (in + out)", title_justify="left")
+    table.add_column("broker")
+    table.add_column("before", justify="right")
+    table.add_column("after", justify="right")
+    for broker in sorted(before.keys() | after.keys()):
+        table.add_row(broker, f"{before.get(broker, 0.0):.0f}", f"{after.get(broker, 0.0):.0f}")
+    console = Console(width=80, color_system=None)
+    with console.capture() as captured:
+        console.print(table)
+    return captured.get().rstrip()
+
+
 def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any]:
     home = planner_home() / "demo"
     shutil.rmtree(home, ignore_errors=True)
@@ -166,15 +184,15 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
         plan = show_plan(store, latest["id"])
         executed = run["tasks"].get("execute") == "success" and plan["status"] == "executed"
         print(json.dumps({"plan": plan["id"], "status": plan["status"], "actions": plan["actions"]}, indent=2))
-        # Brokers on one machine share its CPU and NIC, so their scores move together; msg/s shows the move.
+        rates_before = _load(home, name, before.snapshot_id, "msgRate")
+        rates_after = _load(home, name, after.snapshot_id, "msgRate")
+        print(closing_table(rates_before, rates_after), flush=True)
         return {
             "plan": plan["id"],
             "actions": len(plan["actions"]),
             "executed": len(plan["actions"]) if executed else 0,
-            "before": _load(home, name, before.snapshot_id, "score"),
-            "after": _load(home, name, after.snapshot_id, "score"),
-            "msgRateBefore": _load(home, name, before.snapshot_id, "msgRate"),
-            "msgRateAfter": _load(home, name, after.snapshot_id, "msgRate"),
+            "msgRateBefore": rates_before,
+            "msgRateAfter": rates_after,
         }
     finally:
         generator.stop()

@@ -418,3 +418,12 @@ def test_help_loads_neither_the_store_nor_the_dataset_nor_spark():
     )
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_the_demo_closes_with_msg_rates_per_broker_before_and_after():
+    from planner.devtools.demo import closing_table
+
+    table = closing_table({"a:8080": 321.4, "b:8080": 0.0}, {"a:8080": 160.2, "b:8080": 80.0, "c:8080": 79.6})
+    rows = {line.split()[1]: line.split()[3:6:2] for line in table.splitlines() if ":8080" in line}
+    assert rows == {"a:8080": ["321", "160"], "b:8080": ["0", "80"], "c:8080": ["0", "80"]}
+    assert "score" not in table  # shared-host scores move together: left out
