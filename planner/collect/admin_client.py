@@ -154,10 +154,12 @@ class _SecretsFilter(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.auths: weakref.WeakSet[AdminAuth] = weakref.WeakSet()
+        # By identity: AdminAuth compares by value, and a WeakSet keeps one of two equal live objects, then forgets
+        # the value when that one is collected, though the other still serves a client (seen in a full test run).
+        self.auths: weakref.WeakValueDictionary[int, AdminAuth] = weakref.WeakValueDictionary()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        auths = list(self.auths)
+        auths = list(self.auths.values())
         if auths:
             message = record.getMessage()
             masked = message
@@ -215,7 +217,7 @@ class PulsarAdminClient:
             raise InputError(f"invalid admin URL {admin_url!r}: expected http(s)://host:port")
         self._auth = auth or AdminAuth()
         if self._auth.secrets():
-            _SECRETS_FILTER.auths.add(self._auth)
+            _SECRETS_FILTER.auths[id(self._auth)] = self._auth
         self.allow_insecure_http_credentials = allow_insecure_http_credentials
         if self._auth.requests_auth() is not None and not self._plain_text_allowed(admin_url):
             raise InputError(

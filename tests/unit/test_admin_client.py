@@ -132,3 +132,19 @@ def test_a_cluster_without_isolation_policies_has_none_rather_than_an_error(fake
     fake.route("GET", path, Reply(500, {"reason": "metadata store down"}))
     with pytest.raises(AdminError):
         client_for(fake).isolation_policies("c1")
+
+
+def test_a_token_stays_masked_in_http_library_logs_after_an_equal_clients_auth_is_collected(caplog):
+    """Two clients with equal credentials: when the first is gone, the second's token is still masked in urllib3's
+    records (a value-keyed weak set once forgot it, and a full test run logged a token)."""
+    import gc
+
+    token = "eyJ.masked-after-collection.sig"
+    first = PulsarAdminClient("http://127.0.0.1:1", auth=AdminAuth(token=token))
+    second = PulsarAdminClient("http://127.0.0.1:1", auth=AdminAuth(token=token))
+    del first
+    gc.collect()
+    with caplog.at_level(logging.WARNING, logger="urllib3.connectionpool"):
+        logging.getLogger("urllib3.connectionpool").warning("Retrying: /admin/v2/tenants?token=%s", token)
+    assert token not in caplog.text and "token=***" in caplog.text
+    second.close()
