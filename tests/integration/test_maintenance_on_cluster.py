@@ -55,9 +55,9 @@ def unfenced_at_the_end(pulsar_cluster):
         unfence(client, pulsar_cluster["cluster"], [broker["id"] for broker in pulsar_cluster["brokers"]])
 
 
-def plan_maintenance(store, tmp_path, spark, cluster, request):
+def plan_maintenance(store, tmp_path, spark, cluster, request, settings=None):
     plan_request = PlanRequest(
-        clusters=(cluster,), strategy="AvgShedder", settings={}, history="1d", maintenance=request
+        clusters=(cluster,), strategy="AvgShedder", settings=settings or {}, history="1d", maintenance=request
     )
     [(commit, result)] = run_plan(store, samples_root(tmp_path), plan_request, spark=spark).values()
     record_decision(store, commit.plan_id, approved=True, approver="alice", approved_hash=result.plan.actions_hash)
@@ -89,8 +89,15 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
     settled_snapshot(client, store, tmp_path)
     on_drained = movable_owned(client, name, drained)
     assert set(generator_bundles(idle, 2)) <= set(on_drained)
+    # The three brokers share this machine's CPU, so their scores follow whatever else runs on it (a full CI run
+    # measured them over 85 %): the capacity check is not what this test is about.
     plan_id, plan = plan_maintenance(
-        store, tmp_path, spark, name, MaintenanceRequest(MaintenanceMode.DRAIN, (drained,))
+        store,
+        tmp_path,
+        spark,
+        name,
+        MaintenanceRequest(MaintenanceMode.DRAIN, (drained,)),
+        settings={"loadBalancerBrokerOverloadedThresholdPercentage": 100},
     )
     assert plan.mode == "drain" and plan.maintenance.brokers == [drained] and plan.maintenance.over_capacity == []
     assert sorted(action.bundle for action in plan.actions) == on_drained
