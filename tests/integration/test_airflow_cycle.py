@@ -65,6 +65,7 @@ def rejected_plan_events(env):
         return plan.status, [(event.event, event.actor) for event in events]
 
 
+@pytest.mark.slow  # kept out of CI's run for time, like the timeout below; the approved cycle stays in it
 def test_rejected_plan_runs_nothing(pulsar_cluster, skewed_env):
     outcome = run_plan_cycle(skewed_env, pulsar_cluster["cluster"], "Reject", CYCLE_CONF, timeout=600)
     assert outcome["tasks"]["execute"] == "skipped", outcome
@@ -74,6 +75,7 @@ def test_rejected_plan_runs_nothing(pulsar_cluster, skewed_env):
     assert reviewer != "timeout" and not any(event.startswith("action.") for event, _ in events)
 
 
+@pytest.mark.slow
 def test_unanswered_gate_applies_the_default_reject_after_its_timeout(pulsar_cluster, skewed_env):
     env = {**skewed_env, "PULSAR_REBALANCE_APPROVAL_TIMEOUT": "20"}
     started = time.monotonic()

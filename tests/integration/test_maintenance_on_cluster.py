@@ -171,6 +171,7 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
     store.dispose()
 
 
+@pytest.mark.slow  # kept out of CI's run for time; the fill's planning is covered by the unit tests
 def test_a_broker_added_to_a_running_cluster_gets_its_share_in_one_fill_plan(
     pulsar_cluster, traffic_generator, spark, tmp_path
 ):
