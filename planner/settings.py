@@ -282,11 +282,23 @@ class AirflowPlannerSettings(PlannerSettings):
     _read_airflow_variable: ClassVar[bool] = True
 
 
+_last_read: tuple[tuple[tuple[str, str], ...], PlannerSettings] | None = None
+
+
 def planner_settings(*, airflow: bool = False) -> PlannerSettings:
     """The settings as configured now; errors name the setting."""
+    global _last_read
+    # Reading the settings costs milliseconds and every JSON parse asks for its size limit: outside Airflow
+    # (whose Variable can change under us) the last reading serves while the environment it came from holds.
+    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIX) or k == "HOME"))
+    if not airflow and _last_read is not None and _last_read[0] == environment:
+        return _last_read[1]
     model = AirflowPlannerSettings if airflow else PlannerSettings
     try:
-        return model()
+        settings = model()
+        if not airflow:
+            _last_read = environment, settings
+        return settings
     except ValidationError as error:
         location = [str(part) for part in error.errors(include_url=False)[0]["loc"] if isinstance(part, str)]
         variable = ENV_PREFIX + "__".join(location).upper()
