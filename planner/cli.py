@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -346,9 +346,20 @@ def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
 
 def command_approve(args: argparse.Namespace) -> None:
     """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
-    from planner.approval.decisions import record_decision
+    from planner.approval.decisions import approve_by_policies, record_decision
     from planner.audit.plan_records import show_plan
 
+    if args.by_policy:
+        if args.reject or args.as_name or args.expect_hash:
+            raise InputError("--by-policy: the policies decide; --reject, --as and --expect-hash are for a person")
+        policies = planner_settings().approval_policies
+        decision = approve_by_policies(_store(args), args.plan_id, policies, datetime.now(UTC), record=not args.dry_run)
+        if decision.approved_by is None and not args.dry_run:
+            raise InputError(f"plan {args.plan_id}: {decision.why_not()}")
+        _print_json({"plan": args.plan_id, "recorded": not args.dry_run, **decision.to_json()})
+        return
+    if args.dry_run:
+        raise InputError("--dry-run goes with --by-policy: a person's decision is recorded or not given")
     os_user = getpass.getuser()
     name = args.as_name or os_user
     plan = show_plan(_store(args), args.plan_id)
@@ -723,6 +734,12 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
     approve.add_argument("--as", dest="as_name", metavar="NAME", help="the approver's name (default: the OS user)")
     approve.add_argument("--expect-hash", metavar="HASH", help="refuse unless the plan's actions hash is this one")
+    approve.add_argument(
+        "--by-policy",
+        action="store_true",
+        help="let the configured approval policies decide (approval_policies); refused when none approves",
+    )
+    approve.add_argument("--dry-run", action="store_true", help="with --by-policy: print the verdicts, record nothing")
     _add_store_options(approve)
     approve.set_defaults(handler=command_approve)
 

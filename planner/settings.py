@@ -17,6 +17,7 @@ the models.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Mapping
@@ -26,7 +27,6 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -42,6 +42,9 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from planner.approval.policies import ApprovalPolicy
+from planner.approval.windows import ExecutionWindow
+from planner.durations import Seconds
 from planner.errors import InputError, format_validation_error
 
 ENV_PREFIX = "PULSAR_REBALANCE_"
@@ -52,19 +55,6 @@ AIRFLOW_VARIABLE = "pulsar_rebalance_settings"
 
 def _default_home() -> Path:
     return Path.home() / ".local" / "share" / "pulsar-rebalance"
-
-
-def _seconds(value: object) -> object:
-    """Durations from the environment or a form are seconds ("60"); ISO 8601 durations also work."""
-    if isinstance(value, str):
-        try:
-            return timedelta(seconds=float(value))
-        except ValueError:
-            return value
-    return value
-
-
-Seconds = Annotated[timedelta, BeforeValidator(_seconds)]
 
 
 def _comma_separated(value: object) -> object:
@@ -203,6 +193,16 @@ class PlannerSettings(BaseSettings):
         (),
         description="Comma-separated `ID[:Name]` of the users who may answer the gate; empty: anyone Airflow lets.",
     )
+    approval_policies: tuple[ApprovalPolicy, ...] = Field(
+        (),
+        description="Rules under which a plan is approved without a person (JSON list; see the README's approval "
+        "policies); empty: every plan goes to a person.",
+    )
+    execution_windows: tuple[ExecutionWindow, ...] = Field(
+        (),
+        description="When approved plans execute (JSON list of `{cron, duration, timezone, clusters}`); a plan "
+        "approved outside them waits for the next opening. Empty: at once.",
+    )
     notify_email_to: Annotated[tuple[str, ...], NoDecode] = Field(
         (),
         description="Comma-separated addresses told when a plan awaits approval, is decided and has run; empty: no "
@@ -300,7 +300,8 @@ def planner_settings(*, airflow: bool = False) -> PlannerSettings:
             _last_read = environment, settings
         return settings
     except ValidationError as error:
-        location = [str(part) for part in error.errors(include_url=False)[0]["loc"] if isinstance(part, str)]
+        # Nested settings have variables of their own (`EXECUTOR__TTL`); a list is one JSON variable.
+        location = list(itertools.takewhile(lambda part: isinstance(part, str), error.errors()[0]["loc"]))
         variable = ENV_PREFIX + "__".join(location).upper()
         raise InputError(f"{format_validation_error(error, 'settings')} (set by {variable})") from None
 

@@ -8,7 +8,8 @@ Every `import *` builds them afresh from the settings (`cluster_names`, `plan_pr
 `approvers`, `spark_local_ip`): the collect DAG, and per cluster a plan DAG
 
     prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
-    (Reject after the response timeout) → execute → report,
+    (an approval policy, or a person; Reject after the response timeout) → execution window (deferred
+    until one opens) → execute → report,
 
 a maintenance DAG (drain or fill, triggered with params) of the same shape, and a rollback DAG (commit the
 inverse of an executed plan → the same gate, execute and report).
@@ -27,7 +28,7 @@ from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context,
 from airflow.task.trigger_rule import TriggerRule
 
 from planner.airflow import tasks as airflow_tasks
-from planner.airflow.operators import PlanApprovalOperator
+from planner.airflow.operators import ExecutionWindowOperator, PlanApprovalOperator
 from planner.airflow.provider import executor_json_types
 from planner.airflow.schedule import plan_schedule, samples_asset_name
 from planner.plan.shedding.registry import STRATEGIES
@@ -124,7 +125,7 @@ def _spark_plan(cluster: str, settings: PlannerSettings, uris: Any) -> Any:
 
 
 def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: Any) -> None:
-    """[empty plan: stop] → approval gate (Reject after the response timeout) → execute → report."""
+    """[empty plan: stop] → approval gate (Reject after the response timeout) → execution window → execute → report."""
 
     @task.short_circuit
     def has_actions(summary: dict) -> bool:
@@ -142,16 +143,18 @@ def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: An
     # The decision is read from the planner's store; the gate's XCom is only audited if nothing backs it.
     @task
     def execute(claimed: dict | None, params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
-        overrides = {name: params.get(name) for name in ExecutorSettings.model_fields}
-        return airflow_tasks.execute_approved(cluster, run_id, claimed, overrides)
+        return airflow_tasks.execute_approved(cluster, run_id, claimed, airflow_tasks.executor_overrides(params))
 
     # Not a direct downstream of the gate (a Reject skips those).
     @task(trigger_rule=TriggerRule.ALL_DONE)
     def report(run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
         return airflow_tasks.report_outcome(cluster, run_id, get_current_context())
 
-    has_actions(summary) >> gate
-    execute(gate.output) >> report()
+    # Approved plans execute inside the cluster's execution windows (none set: at once), waiting deferred.
+    window = ExecutionWindowOperator(task_id="execution_window", cluster=cluster)
+
+    has_actions(summary) >> gate >> window
+    window >> execute(gate.output) >> report()
 
 
 def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:

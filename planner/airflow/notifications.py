@@ -33,6 +33,7 @@ class PlanEvent(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     TIMED_OUT = "timed-out"
+    WAITING_FOR_WINDOW = "waiting-for-window"
     EXECUTED = "executed"
     PARTIAL = "partial"
     NOT_EXECUTED = "not-executed"
@@ -43,6 +44,7 @@ _HEADLINES = {
     PlanEvent.APPROVED: "was approved",
     PlanEvent.REJECTED: "was rejected",
     PlanEvent.TIMED_OUT: "timed out at the gate (rejected)",
+    PlanEvent.WAITING_FOR_WINDOW: "waits for its execution window",
     PlanEvent.EXECUTED: "was executed",
     PlanEvent.PARTIAL: "was partly executed",
     PlanEvent.NOT_EXECUTED: "was not executed",

@@ -11,7 +11,12 @@ Nothing the gate shows or records comes from XCom, which Airflow's `user` role c
 A gate marked "success" by hand never reaches `execute_complete`, so no decision is recorded and the
 execute task refuses (`planner.airflow.tasks.execute_approved`).
 
-The body links to the plan's review page under Airflow's `[api] base_url`.
+The body links to the plan's review page under Airflow's `[api] base_url`. A plan an approval policy
+approves (`planner.approval.policies`) is recorded as approved by `policy:<name>` and asks nobody.
+
+`ExecutionWindowOperator` holds an approved plan until an execution window of its cluster opens,
+deferred to the triggerer: it holds no worker slot, and the deferral is in Airflow's database, so
+restarting the scheduler (or the triggerer) does not lose it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+from airflow.sdk import BaseOperator
 
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.notifications import PlanEvent
@@ -33,6 +40,12 @@ class PlanApprovalOperator(ApprovalOperator):
 
     def execute(self, context: Any) -> Any:
         request = airflow_tasks.request_approval(self.cluster, context["run_id"])
+        if request.approved_by is not None:
+            # An approval policy approved the plan: no request for a person, the downstream tasks run.
+            details = [f"Approved by {request.approved_by}.", *request.policy_checks]
+            airflow_tasks.notify_plan(self.cluster, context["run_id"], PlanEvent.APPROVED, context, details)
+            responder = {"id": request.approved_by, "name": request.approved_by}
+            return {"chosen_options": [self.APPROVE], "params_input": {}, "responded_by_user": responder}
         self.subject, self.body = request.subject, request.markdown
         timeout = self.response_timeout
         waits = [f"Without an answer within {timeout} it is rejected."] if timeout else []
@@ -61,3 +74,31 @@ class PlanApprovalOperator(ApprovalOperator):
                 ]
             airflow_tasks.notify_plan(self.cluster, context["run_id"], notice, context, details)
         return super().execute_complete(context, event)
+
+
+class ExecutionWindowOperator(BaseOperator):
+    """Go on when the cluster's execution window is open (or none is set); else wait for its opening,
+    deferred, and check again then (the windows may have changed while it waited)."""
+
+    def __init__(self, *, cluster: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+
+    def execute(self, context: Any) -> None:
+        self._go_or_wait(context, first=True)
+
+    def execute_complete(self, context: Any, event: Any = None) -> None:
+        self._go_or_wait(context, first=False)
+
+    def _go_or_wait(self, context: Any, *, first: bool) -> None:
+        run_id = context["run_id"]
+        opening = airflow_tasks.execution_wait(
+            self.cluster, run_id, airflow_tasks.executor_overrides(context["params"])
+        )
+        if opening is None:
+            return
+        self.log.info("Outside the execution windows; waiting until %s", opening.isoformat())
+        if first:
+            details = [f"It executes when the next execution window opens, at {opening:%Y-%m-%d %H:%M} UTC."]
+            airflow_tasks.notify_plan(self.cluster, run_id, PlanEvent.WAITING_FOR_WINDOW, context, details)
+        self.defer(trigger=DateTimeTrigger(moment=opening), method_name="execute_complete")

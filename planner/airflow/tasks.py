@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from planner import storage
@@ -22,6 +22,8 @@ from planner.airflow import notifications
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
 from planner.airflow.notifications import PlanEvent, PlanMessage
 from planner.approval.decisions import (
+    POLICY_SOURCE,
+    approve_by_policies,
     record_approval_request,
     record_decision,
     recorded_decision,
@@ -29,6 +31,7 @@ from planner.approval.decisions import (
     refuse_execution,
     requested_hash,
 )
+from planner.approval.windows import cluster_matches, next_opening
 from planner.audit.plan_records import plan_for_run, record_measurement, show_plan
 from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
@@ -40,13 +43,14 @@ from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.rollback import ROLLBACK, plan_rollback
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.settings import planner_settings
+from planner.settings import ExecutorSettings, planner_settings
 from planner.store.database import Store
 from planner.store.models import audit_event
 
 PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
 MAINTENANCE_DAG_PREFIX = "pulsar_rebalance_maintenance_"  # drain and fill, triggered with params
 ROLLBACK_DAG_PREFIX = "pulsar_rebalance_rollback_"  # the inverse of an executed plan, triggered with its id
+HITL_SOURCE = "airflow-hitl"  # where a person's answer at the gate came from (policies: POLICY_SOURCE)
 
 
 def store() -> Store:
@@ -228,6 +232,8 @@ class ApprovalRequest:
     actions_hash: str
     subject: str
     markdown: str
+    approved_by: str | None = None  # `policy:<name>` when an approval policy approved the plan
+    policy_checks: tuple[str, ...] = ()  # the approving policy's rules, for the notification
 
 
 def _run_plan(planner_store: Store, cluster: str, run_id: str) -> int:
@@ -238,15 +244,28 @@ def _run_plan(planner_store: Store, cluster: str, run_id: str) -> int:
 
 
 def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
-    """What the gate puts to the reviewer, from the plan in the store (never from XCom), and a record of
-    which action hash that is: the decision will bind exactly it."""
+    """The cluster's approval policies decide first: a plan inside one is approved by it (audited as
+    `policy:<name>` with its checks). Otherwise what the gate puts to the reviewer, from the plan in the
+    store (never from XCom), and a record of which action hash that is: the decision will bind exactly it."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
-    shown = show_plan(planner_store, plan_id)
-    plan = PlanDocument.parse(shown, f"stored plan {plan_id}")
-    markdown = approval_markdown(plan, plan_url(plan_id)) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
-    record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve")
+    plan = PlanDocument.parse(show_plan(planner_store, plan_id), f"stored plan {plan_id}")
     subject = f"{plan_subject(plan)} (plan {plan_id})"
+    recorded = recorded_decision(planner_store, plan_id)
+    if recorded is not None and recorded.source == POLICY_SOURCE:  # a retried gate: the policy approved already
+        return ApprovalRequest(plan_id, plan.actions_hash, subject, "", approved_by=recorded.approver)
+    policies = planner_settings(airflow=True).approval_policies
+    decision = approve_by_policies(planner_store, plan_id, policies, datetime.now(UTC))
+    verdict = decision.approved_by
+    if verdict is not None:
+        checks = tuple(check.describe() for check in verdict.checks)
+        approver = f"policy:{verdict.policy}"
+        return ApprovalRequest(plan_id, plan.actions_hash, subject, "", approved_by=approver, policy_checks=checks)
+    markdown = approval_markdown(plan, plan_url(plan_id)) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
+    if decision.verdicts:
+        markdown += f"\n\n{decision.why_not()}"
+    verdicts = decision.to_json() if decision.verdicts else None
+    record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve", policies=verdicts)
     return ApprovalRequest(plan_id, plan.actions_hash, subject, markdown)
 
 
@@ -275,7 +294,7 @@ def record_gate_decision(
         approver_id=(responder or {}).get("id"),
         approved_hash=requested_hash(planner_store, plan_id),
         decided_at=responded_at,
-        source="airflow-hitl",
+        source=HITL_SOURCE,
     )
 
 
@@ -288,16 +307,13 @@ def execute_approved(
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
-    if decision is None or decision.source != "airflow-hitl":
+    if decision is None or decision.source not in (HITL_SOURCE, POLICY_SOURCE):
         refuse_execution(planner_store, plan_id, "the approval gate recorded no decision", claimed=claimed)
         raise InputError(f"plan {plan_id}: the approval gate recorded no decision; refusing to execute")
     if decision.decision != "approved":
         return {"plan": plan_id, "status": "rejected"}
     admin = PulsarAdminHook.for_cluster(cluster)
-    # Defaults and the environment or Variable, then the connection's extras, then this run's params.
-    executor_settings = admin.executor_settings(planner_settings(airflow=True).executor).overridden(
-        overrides or {}, f"run {run_id} params"
-    )
+    executor_settings = _executor_settings(admin, run_id, overrides)
     with admin.get_conn() as client:
         # A retried task after a crash waits for the dead run's lease; a live concurrent run keeps it.
         report = execute_plan(
@@ -309,6 +325,54 @@ def execute_approved(
             claim_wait=executor_settings.lease.total_seconds() + 30,
         )
     return report.to_json()
+
+
+def executor_overrides(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's executor settings from its DAG params (None: not set for this run)."""
+    return {name: params.get(name) for name in ExecutorSettings.model_fields}
+
+
+def _executor_settings(admin: PulsarAdminHook, run_id: str, overrides: Mapping[str, Any] | None) -> ExecutorSettings:
+    """Defaults and the environment or Variable, then the connection's extras, then this run's params."""
+    configured = planner_settings(airflow=True).executor
+    return admin.executor_settings(configured).overridden(overrides or {}, f"run {run_id} params")
+
+
+def execution_wait(cluster: str, run_id: str, overrides: Mapping[str, Any] | None = None) -> datetime | None:
+    """When the run's approved plan may execute: None for now (a window of the cluster is open, none is
+    configured, or the plan was not approved: `execute` decides then), else the next opening. A plan that
+    would pass its TTL before that opening fails here, at once, instead of waiting to be refused."""
+    planner_store = store()
+    plan_id = _run_plan(planner_store, cluster, run_id)
+    decision = recorded_decision(planner_store, plan_id)
+    if decision is None or decision.decision != "approved":
+        return None
+    windows = [w for w in planner_settings(airflow=True).execution_windows if cluster_matches(w.clusters, cluster)]
+    now = datetime.now(UTC)
+    opening = next_opening(windows, now)
+    if opening is None:
+        return None
+    ttl = _executor_settings(PulsarAdminHook.for_cluster(cluster), run_id, overrides).ttl
+    expires = datetime.fromisoformat(show_plan(planner_store, plan_id)["createdAt"]) + ttl
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=UTC)
+    if opening > expires:
+        with planner_store.session() as session:
+            session.add(
+                audit_event(
+                    cluster,
+                    "airflow:window",
+                    "plan.window-missed",
+                    plan=plan_id,
+                    opens=opening.isoformat(),
+                    expires=expires.isoformat(),
+                )
+            )
+        raise InputError(
+            f"plan {plan_id} expires at {expires:%Y-%m-%d %H:%M} UTC (executor ttl {ttl}), before the next "
+            f"execution window opens at {opening:%Y-%m-%d %H:%M} UTC: raise the executor's ttl or widen the windows"
+        )
+    return opening
 
 
 def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:

@@ -8,17 +8,23 @@ Refusals (a responder who is not an approver, an execution no recorded decision 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
 
+from planner.approval.policies import ApprovalPolicy, PolicyDecision, decide
+from planner.audit.plan_records import show_plan
 from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
+from planner.plan.document import PlanDocument
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
+
+POLICY_SOURCE = "policy"  # the source of a decision an approval policy took
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +47,13 @@ def record_decision(
     decided_at: datetime | None = None,
     source: str = "airflow",
     actor: str | None = None,
+    details: dict[str, Any] | None = None,
 ) -> None:
     """Store the reviewer's decision; an approval must be for the action rows the plan holds now.
 
-    `approver` None is the gate's timeout default. A retried task finds its decision recorded and
-    changes nothing; a different decision for an already decided plan is refused.
+    `approver` None is the gate's timeout default; `details` go into the audit event (a policy's checks).
+    A retried task finds its decision recorded and changes nothing; a different decision for an already
+    decided plan is refused.
     """
     decision = PlanStatus.APPROVED if approved else PlanStatus.REJECTED
     with store.session() as session:
@@ -80,12 +88,36 @@ def record_decision(
                 approver=approver,
                 approverId=approver_id,
                 source=source,
+                **(details or {}),
             )
         )
 
 
-def record_approval_request(store: Store, plan_id: int, actions_hash: str, *, actor: str) -> None:
-    """The gate put this plan, with this actions hash, to a reviewer."""
+def approve_by_policies(
+    store: Store, plan_id: int, policies: Sequence[ApprovalPolicy], now: datetime, *, record: bool = True
+) -> PolicyDecision:
+    """The configured policies' verdicts on the stored plan; with `record`, the approval of the first policy
+    that approves it, bound to the plan's actions hash and audited as `policy:<name>` with its checks."""
+    plan = PlanDocument.parse(show_plan(store, plan_id), f"stored plan {plan_id}")
+    decision = decide(policies, plan, now)
+    verdict = decision.approved_by
+    if verdict is not None and record:
+        record_decision(
+            store,
+            plan_id,
+            approved=True,
+            approver=f"policy:{verdict.policy}",
+            approved_hash=plan.actions_hash,
+            source=POLICY_SOURCE,
+            details={"policy": verdict.to_json()},
+        )
+    return decision
+
+
+def record_approval_request(
+    store: Store, plan_id: int, actions_hash: str, *, actor: str, policies: dict[str, Any] | None = None
+) -> None:
+    """The gate put this plan, with this actions hash, to a reviewer (`policies`: why none approved it)."""
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
@@ -93,7 +125,14 @@ def record_approval_request(store: Store, plan_id: int, actions_hash: str, *, ac
         if actions_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash:
             raise InputError(f"plan {plan_id}: the action rows differ from the plan's hash; not put to review")
         session.add(
-            audit_event(plan.cluster.name, actor, "plan.approval-requested", plan=plan_id, actionsHash=actions_hash)
+            audit_event(
+                plan.cluster.name,
+                actor,
+                "plan.approval-requested",
+                plan=plan_id,
+                actionsHash=actions_hash,
+                **({"policies": policies} if policies else {}),
+            )
         )
 
 

@@ -114,6 +114,7 @@ def traffic_generator(pulsar_cluster: dict[str, Any]) -> Iterator[Callable[..., 
 
 
 CYCLE_CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5}}
+OUTSIDE_POLICY = {"name": "tiny-moves", "max_actions": 20, "max_msg_rate_share": 0.01}
 
 
 def airflow_env(cluster: Mapping[str, Any], root: Path) -> dict[str, str]:
@@ -157,6 +158,8 @@ def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.Temp
     with smtp_server() as mailbox, webhook_receiver() as receiver:
         env = airflow_env(pulsar_cluster, tmp_path_factory.mktemp("approved-cycle"))
         env |= notification_env(mailbox, receiver)
+        # A policy this plan is outside of (it moves far more than 1 % of the msg/s): it goes to a person.
+        env["PULSAR_REBALANCE_APPROVAL_POLICIES"] = json.dumps([OUTSIDE_POLICY])
         yield from _approved_cycle(pulsar_cluster, env, mailbox, receiver)
 
 

@@ -3,6 +3,7 @@ the REST API, execute; and the reject path."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -10,8 +11,8 @@ from sqlalchemy import select
 
 from planner.devtools.demo import run_plan_cycle
 from planner.store.database import Store
-from planner.store.models import AuditEvent, Plan, PlanMeasurement
-from tests.integration.conftest import CYCLE_CONF, skewed_airflow_env
+from planner.store.models import Approval, AuditEvent, Plan, PlanMeasurement
+from tests.integration.conftest import CYCLE_CONF, OUTSIDE_POLICY, skewed_airflow_env
 from tests.receivers import Mailbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
@@ -28,7 +29,14 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
         assert unloads and all(a.source == hot for a in unloads)
         events = [e.event for e in session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan.id))]
         measured = session.scalars(select(PlanMeasurement).where(PlanMeasurement.plan_id == plan.id)).one()
+        requested = session.scalars(
+            select(AuditEvent).where(AuditEvent.plan_id == plan.id, AuditEvent.event == "plan.approval-requested")
+        ).one()
     assert "plan.approved" in events and events.count("action.succeeded") == len(unloads)
+    # Outside the configured policy, so a person was asked; the request records the rule that failed.
+    [verdict] = requested.details["policies"]["verdicts"]
+    assert verdict["policy"] == OUTSIDE_POLICY["name"] and not verdict["approves"], verdict
+    assert [check["rule"] for check in verdict["checks"] if not check["holds"]] == ["maxMsgRateShare"], verdict
     assert "plan.measured" in events and set(measured.brokers) >= {hot}
     # Measured once the brokers reported after the moves: the hot broker carries less than before.
     [before] = [broker for broker in plan.details["brokers"] if broker["broker"] == hot]
@@ -55,6 +63,43 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
 @pytest.fixture
 def skewed_env(pulsar_cluster, traffic_generator, tmp_path):
     return skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path)
+
+
+def test_a_plan_inside_an_approval_policy_runs_with_nobody_at_the_gate(pulsar_cluster, pulsar_rebalance_policy_env):
+    env = pulsar_rebalance_policy_env
+    # Nobody answers: had the policy not approved, the run would wait at the gate until this timeout.
+    # Idle bundles other tests left may be in the plan: nobody looks them up, so their new owner is not awaited long.
+    conf = {**CYCLE_CONF, "verify_timeout_seconds": 10}
+    outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "ui", conf, timeout=420)
+    assert outcome["tasks"]["execute"] == "success" and outcome["tasks"]["report"] == "success", outcome
+    store = Store(env["PULSAR_REBALANCE_DB_URL"])
+    with store.session() as session:
+        plan = session.scalars(select(Plan)).one()
+        events = session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan.id)).all()
+        approval = session.scalars(select(Approval).where(Approval.plan_id == plan.id)).one()
+        action_count = len(plan.actions)
+    assert plan.status == "executed" and approval.source == "policy" and approval.approver == "policy:routine"
+    [approved] = [event for event in events if event.event == "plan.approved"]
+    assert approved.actor == "policy:routine"
+    checks = {check["rule"]: check for check in approved.details["policy"]["checks"]}
+    assert checks["maxActions"]["limit"] == 20 and checks["maxActions"]["value"] == action_count
+    assert checks["maxMsgRateShare"]["holds"] and 0 < checks["maxMsgRateShare"]["value"] <= 0.9
+    # No request for a person was made.
+    assert "plan.approval-requested" not in [event.event for event in events]
+    assert [event.actor for event in events if event.event == "plan.execution-started"] == ["airflow:policy:routine"]
+    store.dispose()
+
+
+@pytest.fixture
+def pulsar_rebalance_policy_env(pulsar_cluster, traffic_generator, tmp_path):
+    policy = {"name": "routine", "clusters": [pulsar_cluster["cluster"]], "max_actions": 20, "max_msg_rate_share": 0.9}
+    return skewed_airflow_env(
+        pulsar_cluster,
+        traffic_generator,
+        tmp_path,
+        # A policy of another cluster first: it must not count.
+        PULSAR_REBALANCE_APPROVAL_POLICIES=json.dumps([{"name": "elsewhere", "clusters": ["other-*"]}, policy]),
+    )
 
 
 def rejected_plan_events(env):

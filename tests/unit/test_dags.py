@@ -34,7 +34,7 @@ def test_dag_files_import_without_errors(dagbag):
 def test_maintenance_and_rollback_dags_are_triggered_by_hand_and_go_through_the_same_gate(dagbag):
     maintenance = dagbag.dags["pulsar_rebalance_maintenance_local"]
     rollback = dagbag.dags["pulsar_rebalance_rollback_local"]
-    gated = {"has_actions", "approve", "execute", "report"}
+    gated = {"has_actions", "approve", "execution_window", "execute", "report"}
     assert set(maintenance.task_dict) == {"prepare", "spark_plan", "commit", *gated}
     assert set(rollback.task_dict) == {"commit", *gated}
     for dag in (maintenance, rollback):
@@ -56,12 +56,15 @@ def test_plan_dag_gates_execution_behind_an_approval_that_defaults_to_reject(dag
     dag = dagbag.dags["pulsar_rebalance_plan_local"]
     assert dag.timetable.expression == "0 * * * *"
     assert dag.max_active_runs == 1 and not dag.catchup
-    assert set(dag.task_dict) == {"prepare", "spark_plan", "commit", "has_actions", "approve", "execute", "report"}
+    assert set(dag.task_dict) == {
+        *("prepare", "spark_plan", "commit", "has_actions", "approve", "execution_window", "execute", "report")
+    }
     gate = dag.task_dict["approve"]
     assert gate.defaults == ["Reject"] and gate.options == ["Approve", "Reject"]
     assert gate.response_timeout.total_seconds() == 4 * 3600
     # Execute and report find the plan and its decision in the planner's store, not in the commit's XCom.
-    assert dag.task_dict["execute"].upstream_task_ids == {"approve"}
+    assert dag.task_dict["execute"].upstream_task_ids == {"approve", "execution_window"}
+    assert dag.task_dict["execution_window"].upstream_task_ids == {"approve"}
     assert dag.task_dict["report"].upstream_task_ids == {"execute"}
     assert gate.cluster == "local" and "subject" not in gate.template_fields
     assert dag.task_dict["spark_plan"]._conn_id == "spark_default"

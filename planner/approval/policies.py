@@ -1,0 +1,191 @@
+"""Approval policies: declarative rules under which a plan is approved without a person.
+
+A policy names the clusters it covers and limits what a plan may do; a plan is approved by the first
+policy of its cluster whose every rule holds, and that decision is audited as approved by
+`policy:<name>` with each rule's limit and the plan's value. Any other plan goes to a person, whose
+gate says why no policy matched. With no policy configured (the default) every plan goes to a person.
+
+Two plans never pass a policy, whatever its rules: an empty plan (nothing to approve), and a
+maintenance plan predicted to leave brokers over the overload threshold (a person must accept that).
+
+Pure: the plan document and the time in, a verdict out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.approval.windows import TimeWindow, cluster_matches, is_open
+from planner.plan.document import PlanDocument
+
+PlanMode = Literal["rebalance", "drain", "fill", "rollback"]
+
+
+class ApprovalPolicy(BaseModel):
+    """Rules a plan must all meet to be approved without a person; an unset rule does not limit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Audited as `policy:<name>`.")
+    clusters: tuple[str, ...] = Field(("*",), description="Cluster names or shell patterns (`prod-*`).")
+    modes: tuple[PlanMode, ...] = Field(
+        ("rebalance",), description="Plan kinds it may approve: `rebalance` (the strategies), drain, fill, rollback."
+    )
+    strategies: tuple[str, ...] | None = Field(None, description="Strategies it may approve, e.g. `AvgShedder`.")
+    max_actions: int | None = Field(None, ge=1, description="At most this many actions (unloads and splits).")
+    max_msg_rate_share: float | None = Field(
+        None, gt=0, le=1, description="At most this share of the cluster's msg/s moved by the unloads (0.1 = 10 %)."
+    )
+    max_throughput_share: float | None = Field(
+        None, gt=0, le=1, description="At most this share of the cluster's bytes/s moved by the unloads."
+    )
+    min_spread_improvement: float | None = Field(
+        None,
+        description="The predicted spread of the broker scores (highest minus lowest, in percentage points) must "
+        "shrink by at least this much.",
+    )
+    excluded_namespaces: tuple[str, ...] = Field(
+        (), description="`tenant/namespace` or shell patterns: a plan touching any of them goes to a person."
+    )
+    windows: tuple[TimeWindow, ...] = Field((), description="When it may approve; empty: at any time.")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCheck:
+    rule: str
+    limit: Any
+    value: Any
+    holds: bool
+
+    def describe(self) -> str:
+        return f"{self.rule} {self.value} (limit {self.limit})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "limit": self.limit, "value": self.value, "holds": self.holds}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVerdict:
+    policy: str
+    checks: tuple[RuleCheck, ...]
+
+    @property
+    def approves(self) -> bool:
+        return all(check.holds for check in self.checks)
+
+    @property
+    def failed(self) -> list[RuleCheck]:
+        return [check for check in self.checks if not check.holds]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"policy": self.policy, "approves": self.approves, "checks": [c.to_json() for c in self.checks]}
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    """Every covering policy's verdict, in order; `approved_by` is the first that approves, if any."""
+
+    verdicts: tuple[PolicyVerdict, ...] = field(default=())
+
+    @property
+    def approved_by(self) -> PolicyVerdict | None:
+        return next((verdict for verdict in self.verdicts if verdict.approves), None)
+
+    def why_not(self) -> str:
+        """For the gate: why a person is asked."""
+        if not self.verdicts:
+            return "No approval policy covers this cluster."
+        reasons = [
+            f"{verdict.policy} ({'; '.join(check.describe() for check in verdict.failed)})" for verdict in self.verdicts
+        ]
+        return "No approval policy approves this plan: " + ", ".join(reasons) + "."
+
+    def to_json(self) -> dict[str, Any]:
+        approved = self.approved_by
+        return {
+            "approvedBy": f"policy:{approved.policy}" if approved else None,
+            "verdicts": [verdict.to_json() for verdict in self.verdicts],
+        }
+
+
+def _moved_share(plan: PlanDocument, attribute: str) -> float | None:
+    """The unloads' share of the cluster's load before the plan; None when it cannot be told (no forecast)."""
+    moved = sum(getattr(action, attribute) for action in plan.actions if action.kind == "unload")
+    if moved == 0:
+        return 0.0
+    total = sum(getattr(broker, f"{attribute}_before") for broker in plan.brokers)
+    return moved / total if total > 0 else None
+
+
+def _spread(values: Sequence[float]) -> float:
+    return max(values) - min(values)
+
+
+def _namespace(bundle: str) -> str:
+    return bundle.rsplit("/", 1)[0]
+
+
+def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> PolicyVerdict:
+    """Each rule the policy sets, checked against the plan (and `now` for its windows)."""
+    checks = [
+        RuleCheck("actions", "at least 1", len(plan.actions), bool(plan.actions)),
+        RuleCheck("mode", list(policy.modes), plan.mode, plan.mode in policy.modes),
+    ]
+    if plan.maintenance is not None:
+        over = list(plan.maintenance.over_capacity)
+        checks.append(RuleCheck("overCapacity", [], over, not over))
+    if policy.strategies is not None:
+        checks.append(
+            RuleCheck("strategies", list(policy.strategies), plan.strategy, plan.strategy in policy.strategies)
+        )
+    if policy.max_actions is not None:
+        checks.append(
+            RuleCheck("maxActions", policy.max_actions, len(plan.actions), len(plan.actions) <= policy.max_actions)
+        )
+    for rule, attribute, limit in (
+        ("maxMsgRateShare", "msg_rate", policy.max_msg_rate_share),
+        ("maxThroughputShare", "throughput", policy.max_throughput_share),
+    ):
+        if limit is not None:
+            share = _moved_share(plan, attribute)
+            shown = None if share is None else round(share, 4)
+            checks.append(RuleCheck(rule, limit, shown, share is not None and share <= limit))
+    if policy.min_spread_improvement is not None:
+        improvement = None
+        if plan.brokers:
+            before = _spread([broker.score_before for broker in plan.brokers])
+            after = _spread([broker.score_after for broker in plan.brokers])
+            improvement = round(before - after, 4)
+        holds = improvement is not None and improvement >= policy.min_spread_improvement
+        checks.append(RuleCheck("minSpreadImprovement", policy.min_spread_improvement, improvement, holds))
+    if policy.excluded_namespaces:
+        touched = sorted(
+            {
+                _namespace(action.bundle)
+                for action in plan.actions
+                if any(fnmatch.fnmatchcase(_namespace(action.bundle), p) for p in policy.excluded_namespaces)
+            }
+        )
+        checks.append(RuleCheck("excludedNamespaces", list(policy.excluded_namespaces), touched, not touched))
+    if policy.windows:
+        checks.append(
+            RuleCheck(
+                "windows",
+                [window.describe() for window in policy.windows],
+                now.isoformat(timespec="seconds"),
+                is_open(policy.windows, now),
+            )
+        )
+    return PolicyVerdict(policy.name, tuple(checks))
+
+
+def decide(policies: Sequence[ApprovalPolicy], plan: PlanDocument, now: datetime) -> PolicyDecision:
+    """The verdicts of the policies covering the plan's cluster, in their configured order."""
+    covering = [policy for policy in policies if cluster_matches(policy.clusters, plan.cluster)]
+    return PolicyDecision(tuple(evaluate(policy, plan, now) for policy in covering))
