@@ -20,6 +20,7 @@ inverse of an executed plan → the same gate, execute and report).
 from __future__ import annotations
 
 import importlib.util
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -129,6 +130,8 @@ def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: An
 
     @task.short_circuit
     def has_actions(summary: dict) -> bool:
+        if summary["actions"] == 0:  # the run stops here; say why, as the stored empty plan does
+            logging.getLogger(__name__).info("Plan %s is empty. %s", summary["plan"], summary.get("balance", ""))
         return summary["actions"] > 0
 
     # The gate shows and binds the plan this run stored, and records the answer in the planner's store.

@@ -223,6 +223,7 @@ def _summary(plan_id: int, created: bool, plan: PlanDocument) -> dict[str, Any]:
         actions_hash=plan.actions_hash,
         subject=plan_subject(plan),
         markdown=approval_markdown(plan, plan_url(plan_id)),
+        balance=plan.balance.summary if plan.balance is not None else "",
     ).to_json()
 
 

@@ -117,6 +117,17 @@ class MaintenanceDocument(_Document):
     rolls_back: int | None = None  # the executed plan a rollback undoes
 
 
+class BalanceDocument(_Document):
+    """Why the strategy planned what it did (`planner.plan.balance`)."""
+
+    balanced: bool
+    summary: str
+    score_spread: float
+    msg_rate_spread: float
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    waiting: list[str] = Field(default_factory=list)
+
+
 class PlanDocument(_Document):
     cluster: str
     strategy: str
@@ -130,6 +141,7 @@ class PlanDocument(_Document):
     usage_models: dict[str, Any] | None = None
     predicted_moves: list[PredictedMoveDocument] = Field(default_factory=list)
     maintenance: MaintenanceDocument | None = None
+    balance: BalanceDocument | None = None
 
     @property
     def mode(self) -> str:
@@ -196,3 +208,4 @@ class PlanSummary(_Document):
     actions_hash: str
     subject: str
     markdown: str
+    balance: str = ""  # the balance summary, for the log of a run that stops at an empty plan

@@ -14,6 +14,7 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.model import LoadData
+from planner.plan.balance import BalanceReport, balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
 from planner.plan.bundles.bundle_range import BundleName
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
@@ -69,6 +70,7 @@ class PlanResult:
     usage_models: UsageModels | None = None
     predicted_moves: tuple[PredictedMove, ...] = ()
     maintenance: dict[str, Any] | None = None  # a maintenance plan's MaintenanceDocument (JSON)
+    balance: BalanceReport | None = None  # why the strategy planned what it did (None for maintenance plans)
 
     @property
     def actions_hash(self) -> str:
@@ -105,6 +107,7 @@ class PlanResult:
                 for move in self.predicted_moves
             ],
             "maintenance": self.maintenance,
+            "balance": self.balance.to_json() if self.balance is not None else None,
         }
 
 
@@ -215,15 +218,17 @@ def make_plan(
             }
             for pair in outcome.pairs
         )
+    brokers = tuple(forecast(load_data, config, moves, usage_models))
     return PlanResult(
         cluster=cluster,
         strategy=strategy.name,
         actions=tuple(actions),
-        brokers=tuple(forecast(load_data, config, moves, usage_models)),
+        brokers=brokers,
         state_before=strategy.dump_state(strategy.load_state(state)),
         state_after=strategy.dump_state(outcome.state),
         pairs=pairs,
         notes=tuple(notes),
         usage_models=usage_models,
         predicted_moves=predicted_moves,
+        balance=balance_report(strategy.name, config, brokers, pairs, notes, len(actions)),
     )

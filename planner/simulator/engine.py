@@ -252,6 +252,7 @@ class Simulation:
         self.orphaned_from: dict[int, int] = {}
         self.rounds: list[RoundRecord] = []
         self.plans: list[PlanRecord] = []
+        self.empty_plans = self.balanced_plans = 0  # offline runs that planned nothing; found it balanced
         self.history: dict[str, list[list[float]]] = {}
         # Live scores, and every bundle's owner and points, just before the first round that moved bundles.
         self._first_round_before: tuple[dict[str, float], dict[str, tuple[str, float]]] | None = None
@@ -552,6 +553,8 @@ class Simulation:
             broker_ids=self.ids,
             moves_lower_bound=self._first_round_lower_bound(),
             prediction_error=self._prediction_error(),
+            empty_plans=self.empty_plans if self.policy.offline else None,
+            balanced_plans=self.balanced_plans if self.policy.offline else None,
         )
         return RunResult(
             scenario=scenario.name,
@@ -622,6 +625,9 @@ class Simulation:
             usage_models=self._usage_models(),
         )
         self.offline_state = plan.state_after
+        if not plan.actions:
+            self.empty_plans += 1
+            self.balanced_plans += plan.balance is not None and plan.balance.balanced
         grace = self.plan_config.shedding_grace_period_millis
         self.offline_recent = {b: at for b, at in self.offline_recent.items() if now_millis - at <= grace}
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}

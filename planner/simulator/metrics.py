@@ -66,6 +66,10 @@ class Metrics:
     # Offline plans: the largest gap between a broker's predicted score after a plan and its measured score
     # the minute after the plan was executed, over all executed plans.
     prediction_error: float | None = None
+    # Offline policies: the scheduled runs whose plan was empty, and those of them where the strategy found the
+    # cluster within its thresholds (the others wait for a gap's consecutive hits).
+    empty_plans: int | None = None
+    balanced_plans: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +90,8 @@ class Metrics:
             "movesFirstPlan": self.moves_first_plan,
             "movesLowerBound": self.moves_lower_bound,
             "predictionError": round(self.prediction_error, 2) if self.prediction_error is not None else None,
+            "emptyPlans": self.empty_plans,
+            "balancedPlans": self.balanced_plans,
         }
 
 
@@ -109,6 +115,8 @@ def compute_metrics(
     broker_ids: Sequence[str],
     moves_lower_bound: int | None = None,
     prediction_error: float | None = None,
+    empty_plans: int | None = None,
+    balanced_plans: int | None = None,
 ) -> Metrics:
     """`scores[t]` is the live score of each broker at minute t (NaN while down); row t + 1 is what a
     round at minute t ended with."""
@@ -155,4 +163,6 @@ def compute_metrics(
         moves_first_plan=len(first.sources) if first else None,
         moves_lower_bound=moves_lower_bound,
         prediction_error=prediction_error,
+        empty_plans=empty_plans,
+        balanced_plans=balanced_plans,
     )

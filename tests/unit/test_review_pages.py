@@ -280,3 +280,20 @@ def test_a_drain_plan_page_shows_the_mode_and_the_drained_brokers_bundles_over_t
     assert progress.count("<tr>") == 1 + 3  # the header and the fixture's three snapshots of the last half hour
     assert client.get(f"{URL_PREFIX}/api/plans/{plan_id}").json()["maintenance"]["mode"] == "drain"
     store.dispose()
+
+
+def test_the_cluster_page_says_the_latest_run_found_the_cluster_balanced_and_why(filled, tmp_path):
+    from tests.unit.test_balance import cluster
+
+    client, _ = filled
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    empty = commit(store, "north", "scheduled__run-1", strategy="AvgShedder", data=cluster({"a:80": 50, "b:80": 44}))
+    store.dispose()
+    html = client.get(f"{URL_PREFIX}/clusters/north").text
+    latest = html[html.index('<p id="latest-run">') :]
+    latest = latest[: latest.index("</p>")]
+    assert f'href="{URL_PREFIX}/plans/{empty}"' in latest and "status-empty" in latest
+    assert "Balanced, nothing to do: no broker pair&#39;s score gap reaches the low threshold 15" in latest
+    assert "(score spread 6.0)" in latest
+    page = client.get(f"{URL_PREFIX}/plans/{empty}").text
+    assert '<p id="balance"><strong>Balanced, nothing to do' in page

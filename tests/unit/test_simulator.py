@@ -228,6 +228,20 @@ def test_avg_shedder_balances_scale_out_in_fewer_rounds_than_uniform_load_shedde
     assert avg.metrics.minutes_to_balance < uniform.metrics.minutes_to_balance
 
 
+def test_a_week_of_a_stable_noisy_cluster_gets_no_plan_and_every_hourly_run_says_it_is_balanced():
+    scenario = load_scenario("stable-7-days")
+    week = simulate(scenario, "offline:AvgShedder")
+    assert week.minutes == 7 * 24 * 60
+    assert week.metrics.rounds == 0 and week.metrics.moves == 0 and week.plans == ()
+    # One scheduled run an hour, every plan empty; nearly all found the cluster within the thresholds (the plan's
+    # `balance`), the others saw a gap the noise opened, waiting for hits it never got.
+    assert week.metrics.empty_plans == 7 * 24
+    assert 7 * 24 * 0.9 < week.metrics.balanced_plans < 7 * 24
+    # The noise is real: the broker's own UniformLoadShedder, every minute, moves bundles on it.
+    chased = simulate(scenario, "UniformLoadShedder", minutes=24 * 60)
+    assert chased.metrics.moves > 0
+
+
 def test_offline_plans_carry_the_hit_counters_between_hourly_runs():
     scenario = load_scenario("threshold-over-unloading")
     result = simulate(scenario, "offline:AvgShedder", minutes=130)

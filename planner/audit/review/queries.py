@@ -220,9 +220,23 @@ def cluster_history(store: Store, home: str | Path, cluster: str, since: datetim
                 .order_by(AuditEvent.at)
             )
         ]
+        # The newest plan, empty or not: an empty one says why nothing was to do (its balance summary).
+        newest = session.scalar(
+            select(Plan).join(Cluster).where(Cluster.name == cluster).order_by(Plan.id.desc()).limit(1)
+        )
+        latest = (
+            {
+                "plan": newest.id,
+                "at": _iso(newest.created_at),
+                "status": newest.status,
+                "balance": newest.details.get("balance"),
+            }
+            if newest is not None
+            else None
+        )
     hidden = unpublished_snapshot_ids(store, cluster)
     samples = broker_load(read_samples(home, "brokers", cluster, since=since, exclude=hidden), PulsarConfig())
-    return {"cluster": cluster, "since": _iso(since), "samples": samples, "executions": executions}
+    return {"cluster": cluster, "since": _iso(since), "samples": samples, "executions": executions, "latest": latest}
 
 
 def drain_progress(

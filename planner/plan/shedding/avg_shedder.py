@@ -27,6 +27,7 @@ from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, shedd
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 
 NAME = "AvgShedder"
+NO_PAIR = "no broker pair reaches the low threshold"  # the reason of a balanced run
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
 
 
@@ -130,9 +131,7 @@ def find_bundles_for_unloading(
         j -= 1
 
     if not pairs:
-        return AvgShedderOutcome(
-            unloads=(), state=AvgShedderState(), reasons=("no broker pair reaches the low threshold",)
-        )
+        return AvgShedderOutcome(unloads=(), state=AvgShedderState(), reasons=(NO_PAIR,))
 
     unloads: list[Unload] = []
     evaluations: list[PairEvaluation] = []

@@ -20,6 +20,7 @@ NAME = "UniformLoadShedder"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"
 
 _ZERO = 1e-6
+WITHIN_THRESHOLDS = "message rate and throughput spreads are within their thresholds"  # a balanced run
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
     rate_hit = rate_threshold > 0 and rate_difference_percent > rate_threshold
     throughput_hit = multiplier_threshold > 0 and throughput_multiplier > multiplier_threshold
     if not rate_hit and not throughput_hit:
-        return SheddingOutcome((), None, ("message rate and throughput spreads are within their thresholds",))
+        return SheddingOutcome((), None, (WITHIN_THRESHOLDS,))
 
     if rate_hit:
         source, by_rate = found.max_rate_broker, True
@@ -96,4 +97,5 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
         if candidate.traffic <= wrap_int32(remaining + overshoot):
             selected.append(candidate.bundle)
             remaining -= java_int(candidate.traffic)
-    return SheddingOutcome(tuple(Unload(source, bundle) for bundle in selected), None)
+    reasons = () if selected else (f"{source}: no bundle fits the {criterion} to move ({budget})",)
+    return SheddingOutcome(tuple(Unload(source, bundle) for bundle in selected), None, reasons)

@@ -1,0 +1,152 @@
+"""Why a run planned what it planned, in the strategy's own terms: the spread it measures against its
+thresholds, and for AvgShedder the pairs over a threshold still waiting for their hits.
+
+A run that plans nothing stores this with its empty plan, so "balanced, nothing to do" is a recorded
+answer with its figures (shown on the cluster page and in the plan DAG's log), not a silence. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from planner.config import PulsarConfig
+from planner.plan.forecast import BrokerForecast
+from planner.plan.shedding import avg_shedder, uniform_load_shedder
+
+AVG_SHEDDERS = ("AvgShedder", "AvgShedderPredictive")
+# The strategies' own words for "within the thresholds": the summary says that with figures instead.
+BALANCED_REASONS = frozenset({avg_shedder.NO_PAIR, uniform_load_shedder.WITHIN_THRESHOLDS})
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceReport:
+    balanced: bool  # nothing planned, and the strategy's measure is within its thresholds
+    summary: str
+    score_spread: float  # highest minus lowest broker score, percentage points
+    msg_rate_spread: float  # highest minus lowest broker msg/s
+    thresholds: Mapping[str, float]  # the strategy's thresholds, under Pulsar's key names
+    waiting: tuple[str, ...] = ()  # pairs over a threshold, not yet confirmed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "balanced": self.balanced,
+            "summary": self.summary,
+            "scoreSpread": round(self.score_spread, 3),
+            "msgRateSpread": round(self.msg_rate_spread, 3),
+            "thresholds": dict(self.thresholds),
+            "waiting": list(self.waiting),
+        }
+
+
+def _thresholds(strategy: str, config: PulsarConfig) -> dict[str, float]:
+    if strategy in AVG_SHEDDERS:
+        return {
+            "loadBalancerAvgShedderLowThreshold": config.avg_shedder_low_threshold,
+            "loadBalancerAvgShedderHighThreshold": config.avg_shedder_high_threshold,
+            "loadBalancerAvgShedderHitCountLowThreshold": config.avg_shedder_hit_count_low_threshold,
+            "loadBalancerAvgShedderHitCountHighThreshold": config.avg_shedder_hit_count_high_threshold,
+        }
+    if strategy == "UniformLoadShedder":
+        return {
+            "loadBalancerMsgRateDifferenceShedderThreshold": config.msg_rate_difference_shedder_threshold,
+            "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": (
+                config.msg_throughput_multiplier_difference_shedder_threshold
+            ),
+        }
+    if strategy == "ThresholdShedder":
+        return {"loadBalancerBrokerThresholdShedderPercentage": config.broker_threshold_shedder_percentage}
+    return {"loadBalancerBrokerOverloadedThresholdPercentage": config.broker_overloaded_threshold_percentage}
+
+
+def _spread(values: Sequence[float]) -> float:
+    return max(values) - min(values) if values else 0.0
+
+
+def _waiting_pairs(pairs: Sequence[Mapping[str, Any]], config: PulsarConfig) -> list[str]:
+    """AvgShedder's pairs over the low threshold that did not fire: how many hits they have and need."""
+    waiting = []
+    for pair in pairs:
+        if pair.get("fired"):
+            continue
+        over_high = pair["gap"] >= config.avg_shedder_high_threshold
+        hits, needed, threshold = (
+            (pair["highHits"], config.avg_shedder_hit_count_high_threshold, config.avg_shedder_high_threshold)
+            if over_high
+            else (pair["lowHits"], config.avg_shedder_hit_count_low_threshold, config.avg_shedder_low_threshold)
+        )
+        waiting.append(
+            f"{pair['overloaded']} → {pair['underloaded']}: gap {pair['gap']:.1f} points over the "
+            f"{'high' if over_high else 'low'} threshold {threshold:g}, {hits} of {needed} consecutive hits"
+        )
+    return waiting
+
+
+def _measured(
+    strategy: str, config: PulsarConfig, brokers: Sequence[BrokerForecast], pairs: Sequence[Mapping[str, Any]]
+) -> tuple[str, bool]:
+    """What the strategy measured, and whether that is within its thresholds."""
+    score_spread = _spread([broker.score_before for broker in brokers])
+    if strategy in AVG_SHEDDERS:
+        threshold = config.avg_shedder_low_threshold
+        if not pairs:
+            return (
+                f"no broker pair's score gap reaches the low threshold {threshold:g} (score spread {score_spread:.1f})",
+                True,
+            )
+        return f"{len(pairs)} broker pair(s) over the low threshold {threshold:g}", False
+    if strategy == "UniformLoadShedder":
+        rates = [broker.msg_rate_before for broker in brokers]
+        throughputs = [broker.throughput_before for broker in brokers]
+        lowest_rate = min(rates) if min(rates) > 1e-6 else 1.0
+        lowest_throughput = min(throughputs) if min(throughputs) > 1e-6 else 1.0
+        percent = (max(rates) - lowest_rate) * 100 / lowest_rate
+        ratio = max(throughputs) / lowest_throughput
+        rate_threshold = config.msg_rate_difference_shedder_threshold
+        ratio_threshold = config.msg_throughput_multiplier_difference_shedder_threshold
+        within = not (rate_threshold > 0 and percent > rate_threshold) and not (
+            ratio_threshold > 0 and ratio > ratio_threshold
+        )
+        text = (
+            f"msg/s gap {percent:.0f} % of the lowest broker (threshold {rate_threshold:g} %), throughput ratio "
+            f"{ratio:.2f} (threshold {ratio_threshold:g})"
+        )
+        return text, within
+    if strategy == "ThresholdShedder":
+        percentage = config.broker_threshold_shedder_percentage
+        return f"threshold {percentage} points over the cluster's average usage (score spread {score_spread:.1f})", True
+    highest = max(broker.score_before for broker in brokers)
+    overloaded = config.broker_overloaded_threshold_percentage
+    return f"highest score {highest:.1f} (overloaded from {overloaded} %)", highest < overloaded
+
+
+def balance_report(
+    strategy: str,
+    config: PulsarConfig,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[Mapping[str, Any]],
+    notes: Sequence[str],
+    planned: int,
+) -> BalanceReport:
+    score_spread = _spread([broker.score_before for broker in brokers])
+    msg_rate_spread = _spread([broker.msg_rate_before for broker in brokers])
+    waiting = tuple(_waiting_pairs(pairs, config)) if strategy in AVG_SHEDDERS else ()
+    balanced = False
+    if planned:
+        summary = f"{planned} action(s) planned by {strategy}"
+    elif len(brokers) < 2:
+        summary = f"Nothing to balance: {len(brokers)} broker(s) reported"
+    elif waiting:
+        summary = f"Nothing to do yet: {len(waiting)} pair(s) over a threshold wait for their consecutive hits"
+    else:
+        measured, within = _measured(strategy, config, brokers, pairs)
+        notes = [note for note in notes if note not in BALANCED_REASONS]
+        # The strategy's reasons say why nothing moved although a threshold was crossed (a broker with one
+        # bundle, a budget no bundle fits, traffic below minUnloadMessage).
+        balanced = within and not notes
+        summary = (
+            f"Balanced, nothing to do: {measured}" if balanced else "; ".join([f"Nothing planned: {measured}", *notes])
+        )
+    thresholds = _thresholds(strategy, config)
+    return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
