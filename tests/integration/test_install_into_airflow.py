@@ -7,7 +7,9 @@ one-line DAG file. A real api-server, scheduler, dag-processor and triggerer run
 PostgreSQL metadata database, and every task runs in its own fresh working directory and HOME
 (`installed/fresh_home_executor.py`), as on separate workers: only the configured storage root and the
 store are shared. The connections and the settings Variable are created through the REST API, the
-`pulsar` connection is tested through it, and the approval is given through the HITL REST API.
+`pulsar` connection is tested through it, and the approval is given through the HITL REST API. The
+approved plan waits, deferred, for an execution window set in the Variable; the scheduler and the
+triggerer are killed and restarted while it waits, and it executes when the window opens.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,26 +83,43 @@ def airflow_command(env: dict[str, str], cwd: Path, *arguments: str) -> str:
     return done.stdout
 
 
-@contextlib.contextmanager
-def airflow_components(env: dict[str, str], logs: Path) -> Iterator[None]:
-    processes = []
-    try:
-        for component in COMPONENTS:
-            log = (logs / f"{component}.log").open("wb")
-            command = [f"{env['VIRTUAL_ENV']}/bin/airflow", component]
-            processes.append(
-                (
-                    subprocess.Popen(
-                        command, env=env, cwd=logs, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                    ),
-                    log,
-                )
-            )
-        yield
-    finally:
-        for process, log in processes:
+class Components:
+    """Airflow's components as separate processes, each restartable (a crash and a restart, e.g. an upgrade)."""
+
+    def __init__(self, env: dict[str, str], logs: Path) -> None:
+        self.env, self.logs = env, logs
+        self.processes: dict[str, tuple[subprocess.Popen[bytes], Any]] = {}
+
+    def start(self, component: str) -> None:
+        log = (self.logs / f"{component}.log").open("ab")
+        command = [f"{self.env['VIRTUAL_ENV']}/bin/airflow", component]
+        process = subprocess.Popen(
+            command, env=self.env, cwd=self.logs, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.processes[component] = (process, log)
+
+    def kill_and_restart(self, component: str) -> None:
+        process, log = self.processes.pop(component)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+        log.close()
+        self.start(component)
+
+    def stop(self) -> None:
+        for process, log in self.processes.values():
             stop_process_group(process, timeout=60)
             log.close()
+
+
+@contextlib.contextmanager
+def airflow_components(env: dict[str, str], logs: Path) -> Iterator[Components]:
+    components = Components(env, logs)
+    try:
+        for component in COMPONENTS:
+            components.start(component)
+        yield components
+    finally:
+        components.stop()
 
 
 class Api:
@@ -134,6 +155,10 @@ class Api:
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         instances = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
         return {f"{ti['task_id']}[{ti['map_index']}]": ti["state"] for ti in instances}
+
+
+def variable_body(settings: dict[str, Any]) -> dict[str, str]:
+    return {"key": "pulsar_rebalance_settings", "value": json.dumps(settings)}
 
 
 def tail(logs: Path) -> str:
@@ -215,7 +240,7 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
     generator.start()
     time.sleep(12)  # two load-report intervals, so the reports show the traffic
 
-    with airflow_components(env, logs):
+    with airflow_components(env, logs) as components:
         api = Api(f"http://127.0.0.1:{port}", password)
         # The Pulsar connection through its own type, tested through the REST API like the UI's Test button.
         pulsar_connection = {
@@ -245,8 +270,8 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
             },
         )
         # Settings through the Airflow Variable; the executor's also from the connection and the run's params.
-        variable = {"measure_wait": 30, "executor": {"settle_seconds": 5, "max_failures": 2}}
-        api.call("POST", "/api/v2/variables", json={"key": "pulsar_rebalance_settings", "value": json.dumps(variable)})
+        variable: dict[str, Any] = {"measure_wait": 30, "executor": {"settle_seconds": 5, "max_failures": 2}}
+        api.call("POST", "/api/v2/variables", json=variable_body(variable))
 
         deadline = time.monotonic() + 180
         while api.session.get(f"{api.url}/api/v2/dags/pulsar_rebalance_plan_{cluster}", timeout=30).status_code != 200:
@@ -278,11 +303,25 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
             time.sleep(3)
         [gate] = pending
         assert f"http://127.0.0.1:{port}/pulsar-planner/plans/" in gate["body"], gate["body"]
+        # An execution window that opens a minute or two from now: the approved plan waits for it.
+        opening = (datetime.now(UTC) + timedelta(seconds=150)).replace(second=0, microsecond=0)
+        window = {"cron": f"{opening.minute} {opening.hour} * * *", "duration": 600, "timezone": "UTC"}
+        variable["execution_windows"] = [window]
+        api.call("PATCH", "/api/v2/variables/pulsar_rebalance_settings", json={**variable_body(variable)})
         api.call(
             "PATCH",
             f"/api/v2/dags/{plan_dag}/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails",
             json={"chosen_options": ["Approve"], "params_input": {}},
         )
+        # Deferred to the triggerer, it holds no worker slot; the scheduler and the triggerer are killed and
+        # restarted while it waits, and it goes on when the window opens.
+        deadline = time.monotonic() + 120
+        while (states := api.task_states(plan_dag, run_id)).get("execution_window[-1]") != "deferred":
+            assert time.monotonic() < deadline and datetime.now(UTC) < opening, f"not deferred: {states}"
+            time.sleep(1)
+        for component in ("scheduler", "triggerer"):
+            components.kill_and_restart(component)
+        assert api.task_states(plan_dag, run_id)["execution_window[-1]"] == "deferred"
         states = api.wait_for_run(plan_dag, run_id, 600, logs)
         assert states["execute[-1]"] == "success" and states["report[-1]"] == "success", f"{states}\n{tail(logs)}"
 
@@ -311,7 +350,9 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
     assert plan.status == "executed"
     approved = events["plan.approved"].details
     assert approved["source"] == "airflow-hitl" and approved["approverId"] == "admin", approved
-    used = events["plan.execution-started"].details["settings"]
+    started = events["plan.execution-started"]
+    assert started.at.replace(tzinfo=started.at.tzinfo or UTC) >= opening, (started.at, opening)
+    used = started.details["settings"]
     # Defaults, then the Variable, then the connection's extras, then the run's params.
     assert used["settle_seconds"] == 5 and used["max_failures"] == 2
     assert used["actions_per_minute"] == 120 and used["max_actions"] == 10
