@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from planner import progress
+
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -25,10 +27,14 @@ def maven() -> str:
     return mvn
 
 
-def run_maven(args: list[str], work: Path) -> None:
+def run_maven(args: list[str], work: Path, progress_label: str | None = None) -> None:
+    """`progress_label`: show the bytes downloaded so far under it (on a terminal)."""
     # A private local repository inside the work dir keeps ~/.m2 untouched and is deleted with it.
-    command = [maven(), "-B", "-q", f"-Dmaven.repo.local={work / 'm2'}", *args]
-    result = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
+    repository = work / "m2"
+    command = [maven(), "-B", "-q", f"-Dmaven.repo.local={repository}", *args]
+    label = progress_label or "Maven"
+    with progress.download(label, lambda: progress.directory_bytes(repository)):
+        result = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         output = _ANSI_ESCAPE.sub("", result.stdout + result.stderr)
         first_error = next((line for line in output.splitlines() if line.startswith("[ERROR]")), output[-500:])

@@ -250,7 +250,8 @@ def distribution_route(settings: LocalClusterSettings | None = None) -> str | No
 
 def _download_tarball(version: str, work: Path, lib_dir: Path) -> None:
     artifact = f"org.apache.pulsar:pulsar-server-distribution:{version}:tar.gz:bin"
-    run_maven([f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work}"], work)
+    label = f"Pulsar {version} from Maven Central"
+    run_maven([f"{DEPENDENCY_PLUGIN}:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work}"], work, label)
     tarball = next(work.glob("pulsar-server-distribution-*.tar.gz"))
     with tarfile.open(tarball) as archive:
         archive.extractall(work / "unpacked", filter="data")
@@ -279,7 +280,9 @@ def _download_broker_jars(version: str, work: Path, lib_dir: Path) -> None:
     (work / "pom.xml").write_text(pom)
     staging = work / "lib"
     run_maven(
-        [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"], work
+        [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
+        work,
+        f"Pulsar {version} broker jars from Maven Central",
     )
     shutil.move(staging, lib_dir)
 

@@ -17,7 +17,7 @@ from sqlalchemy import select
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from planner import storage
+from planner import progress, storage
 from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
 from planner.collect.collector import read_archive, unpublished_snapshot_ids
 from planner.errors import InputError
@@ -159,17 +159,18 @@ def run_plan(
     own_session = spark is None
     spark = spark or spark_session(master, conf=spark_conf, storage_root=storage.to_uri(samples))
     try:
-        results = plan_clusters(
-            spark,
-            samples,
-            list(request.clusters),
-            document["strategy"],
-            inputs=document["inputs"],
-            averaging=Averaging.parse(request.averaging),
-            history=parse_duration(request.history),
-            as_of=datetime.fromisoformat(document["asOf"]),
-            recompute_averages=request.recompute_averages,
-        )
+        with progress.spark_stages(spark, f"Spark job ({master})"):
+            results = plan_clusters(
+                spark,
+                samples,
+                list(request.clusters),
+                document["strategy"],
+                inputs=document["inputs"],
+                averaging=Averaging.parse(request.averaging),
+                history=parse_duration(request.history),
+                as_of=datetime.fromisoformat(document["asOf"]),
+                recompute_averages=request.recompute_averages,
+            )
     finally:
         if own_session:
             spark.stop()
