@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -208,6 +209,47 @@ class AirflowServer:
         session = requests.Session()
         session.headers["Authorization"] = f"Bearer {self.token(user)}"
         return session
+
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "review-pages"
+# Chromium's background services try to reach Google's hosts; this machine allows loopback only.
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium (the Debian package) through Playwright."""
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@contextlib.contextmanager
+def logged_in(browser: Any, server: AirflowServer, user: str, path: str, color_scheme: str = "light") -> Iterator[Any]:
+    """A page logged in as `user` through Airflow's own login form, at `path`."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, color_scheme=color_scheme)
+    opened = context.new_page()
+    opened.goto(f"{server.url}/auth/login?next={quote(path, safe='')}")
+    opened.fill("input[name=username]", user)
+    opened.fill("input[name=password]", server.passwords[user])
+    opened.keyboard.press("Enter")
+    opened.wait_for_url(f"**{path}", timeout=30_000)
+    try:
+        yield opened
+    finally:
+        context.close()
 
 
 def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 30) -> None:

@@ -30,8 +30,10 @@ from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
 from tests.integration.conftest import (
     CYCLE_CONF,
+    SCREENSHOTS,
     AirflowServer,
     airflow_api_server,
+    logged_in,
     skewed_airflow_env,
 )
 from tests.integration.executor_support import CountingClient, approved, owners, unload
@@ -225,7 +227,9 @@ def test_a_forged_approval_is_refused_and_audited(pulsar_cluster, traffic_genera
     print("\nforged approval: XCom written and gate marked success by a user-role user; execute refused, audited")
 
 
-def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsar_cluster, traffic_generator, tmp_path):
+def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(
+    pulsar_cluster, traffic_generator, tmp_path, browser
+):
     token = f"pulsar-admin-token-{secrets.token_hex(12)}"
     env = skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path, PULSAR_REBALANCE_APPROVERS="alice")
     # The local cluster does not check it, but every admin call of the DAG's tasks carries it.
@@ -236,6 +240,13 @@ def test_only_assigned_users_can_approve_and_the_admin_token_leaks_nowhere(pulsa
         assert token not in waiting.pending["body"] and token not in waiting.pending["subject"]
         refused = mallory.patch(waiting.hitl_path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
         assert refused.status_code == 403, refused.text
+        # The gate as the approver sees it in Airflow's UI (the README's picture of the approval gate).
+        gate = waiting.pending["task_instance"]
+        path = f"/dags/{gate['dag_id']}/runs/{quote(gate['dag_run_id'], safe='')}/tasks/approve/required_actions"
+        with logged_in(browser, waiting.server, "alice", path) as page:
+            page.get_by_role("button", name="Approve").wait_for(timeout=60_000)
+            assert page.get_by_text("actions hash").count() >= 1
+            page.screenshot(path=SCREENSHOTS / "approval-gate.png", full_page=True)
         accepted = alice.patch(waiting.hitl_path, json={"chosen_options": ["Approve"], "params_input": {}}, timeout=30)
         assert accepted.status_code == 200, accepted.text
         assert accepted.json()["responded_by"]["id"] == "alice"

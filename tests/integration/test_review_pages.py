@@ -1,30 +1,18 @@
 """The review pages inside a real Airflow api-server (plugin loaded from plugins/), on the store the
-approved plan DAG run filled: the JSON API with Airflow tokens, and the pages in headless Chromium.
-Screenshots go to test-output/review-pages/."""
+approved plan DAG run filled: the JSON API with Airflow tokens, and the pages in headless Chromium, in
+light and dark mode. Screenshots go to test-output/review-pages/."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 import requests
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Page
 
-from tests.integration.conftest import airflow_api_server
+from tests.integration.conftest import SCREENSHOTS, airflow_api_server, logged_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.browser]
-
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "review-pages"
-# Chromium's background services try to reach Google's hosts; this machine allows loopback only.
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture(scope="module")
@@ -39,27 +27,10 @@ def plan(server):
     return only
 
 
-@pytest.fixture(scope="module")
-def browser() -> Browser:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_FLAGS)
-        yield launched
-        launched.close()
-
-
 @pytest.fixture
-def page(browser, server) -> Page:
-    """A page logged in as the reviewer through Airflow's own login form."""
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    opened = context.new_page()
-    opened.goto(f"{server.url}/auth/login?next=%2Fpulsar-planner%2Fplans")
-    opened.fill("input[name=username]", "reviewer")
-    opened.fill("input[name=password]", server.passwords["reviewer"])
-    opened.keyboard.press("Enter")
-    opened.wait_for_url("**/pulsar-planner/plans", timeout=30_000)
-    yield opened
-    context.close()
+def page(browser, server) -> Iterator[Page]:
+    with logged_in(browser, server, "reviewer", "/pulsar-planner/plans") as opened:
+        yield opened
 
 
 def test_api_refuses_anonymous_and_forged_tokens(server, plan):
@@ -137,3 +108,62 @@ def test_pages_appear_inside_the_airflow_ui(page, server):
     frame = page.frame_locator("iframe")
     assert frame.locator("h1").inner_text(timeout=30_000) == "Rebalance plans"
     page.screenshot(path=SCREENSHOTS / "inside-airflow.png", full_page=True)
+
+
+def msg_rates(page: Page) -> list[float]:
+    return [float(text.replace(",", "")) for text in page.locator("#actions tbody td:nth-child(6)").all_inner_texts()]
+
+
+def background(page: Page) -> str:
+    return page.evaluate("getComputedStyle(document.body).backgroundColor")
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_pages_follow_the_theme_sort_search_and_show_tooltips(browser, server, plan, theme):
+    expected = {"light": "rgb(255, 255, 255)", "dark": "rgb(17, 19, 23)"}[theme]
+    with logged_in(browser, server, "reviewer", "/pulsar-planner/plans", color_scheme=theme) as page:
+        assert page.evaluate("document.documentElement.dataset.theme") == theme and background(page) == expected
+        page.screenshot(path=SCREENSHOTS / f"plans-{theme}.png", full_page=True)
+
+        page.goto(f"{server.url}/pulsar-planner/plans/{plan['id']}")
+        assert background(page) == expected
+        # A tooltip on every bar (score and msg/s; before, predicted, measured) of every broker.
+        brokers = page.locator("#brokers tbody tr").count()
+        assert page.locator("#load-chart svg g[id^=bar-] > title").count() == brokers * 2 * 3
+        # Sort the actions by msg/s, both ways.
+        header = page.locator("#actions thead th", has_text="msg/s")
+        header.click()
+        ascending = [
+            float(v.replace(",", "")) for v in page.locator("#actions tbody td:nth-child(6)").all_inner_texts()
+        ]
+        assert ascending == sorted(ascending) and header.get_attribute("aria-sort") == "ascending"
+        header.click()
+        descending = [
+            float(v.replace(",", "")) for v in page.locator("#actions tbody td:nth-child(6)").all_inner_texts()
+        ]
+        assert descending == sorted(ascending, reverse=True)
+        page.screenshot(path=SCREENSHOTS / f"plan-{theme}.png", full_page=True)
+        # Search one bundle: its row only.
+        bundle = page.locator("#actions tbody td:nth-child(3)").first.inner_text()
+        page.fill("#search-actions", bundle.rsplit("/", 1)[1])
+        assert page.locator("#actions tbody tr:visible").count() == 1
+        page.fill("#search-actions", "no-such-bundle")
+        assert page.locator("#actions tbody tr:visible").count() == 0
+        page.fill("#search-actions", "")
+        assert page.locator("#actions tbody tr:visible").count() == plan["actions"]
+
+        page.goto(f"{server.url}/pulsar-planner/clusters/{plan['cluster']}")
+        assert background(page) == expected
+        assert page.locator("#history-chart svg g[id^=line-] > title").count() >= 2 * 3  # three brokers
+        page.screenshot(path=SCREENSHOTS / f"cluster-{theme}.png", full_page=True)
+
+
+def test_the_pages_follow_the_mode_chosen_in_airflow_over_the_systems(browser, server):
+    with logged_in(browser, server, "reviewer", "/pulsar-planner/plans", color_scheme="light") as page:
+        # Airflow's UI keeps the user's choice in localStorage "theme"; the plugin page is on the same origin.
+        page.evaluate("localStorage.setItem('theme', 'dark')")
+        page.goto(f"{server.url}/plugin/pulsar-rebalance-plans")
+        frame = page.frame_locator("iframe")
+        assert frame.locator("h1").inner_text(timeout=30_000) == "Rebalance plans"
+        assert frame.locator("html").get_attribute("data-theme") == "dark"
+        page.screenshot(path=SCREENSHOTS / "inside-airflow-dark.png", full_page=True)

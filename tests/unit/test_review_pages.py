@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html as html_module
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -297,3 +298,49 @@ def test_the_cluster_page_says_the_latest_run_found_the_cluster_balanced_and_why
     assert "(score spread 6.0)" in latest
     page = client.get(f"{URL_PREFIX}/plans/{empty}").text
     assert '<p id="balance"><strong>Balanced, nothing to do' in page
+
+
+def test_plans_are_found_by_a_bundle_or_a_broker_they_touch(filled, tmp_path):
+    client, ids = filled
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    with store.session() as session:
+        actions = {plan_id: list(session.get(Plan, plan_id).actions) for plan_id in ids.values()}
+    store.dispose()
+    [action, *_] = actions[ids["executed"]]
+    namespace_free = action.bundle.rsplit("/", 1)[1].upper()  # the range only, in other case
+    found = client.get(f"{URL_PREFIX}/api/plans", params={"q": namespace_free}).json()
+    expected = {plan_id for plan_id, rows in actions.items() if any(row.bundle == action.bundle for row in rows)}
+    assert {p["id"] for p in found["items"]} == expected and ids["executed"] in expected
+    by_broker = client.get(f"{URL_PREFIX}/api/plans", params={"q": action.source}).json()
+    assert ids["executed"] in {p["id"] for p in by_broker["items"]}
+    # LIKE's wildcards are text here: "%" matches no bundle and no broker.
+    assert client.get(f"{URL_PREFIX}/api/plans", params={"q": "%"}).json()["total"] == 0
+    html = client.get(f"{URL_PREFIX}/plans", params={"q": action.source}).text
+    assert f'value="{action.source}"' in html and '<table id="plans" class="sortable">' in html
+
+
+def test_charts_follow_the_theme_tell_30_brokers_apart_and_have_tooltips():
+    from planner.audit.review.charts import PALETTE, history_chart, plan_chart
+
+    now = datetime.now(UTC)
+    brokers = [f"broker-{index}:8080" for index in range(30)]
+    samples = [
+        {"broker": name, "takenAt": (now - timedelta(minutes=m)).isoformat(), "score": i + m / 10, "msgRate": 10.0 * i}
+        for i, name in enumerate(brokers)
+        for m in (20, 10)
+    ]
+    svg = history_chart(samples, [])
+    assert len(set(PALETTE)) == 30
+    # Each broker's line in a colour of its own (score and msg/s lines share it).
+    colours = set(re.findall(r"stroke: (#[0-9a-f]{6})", svg)) & set(PALETTE)
+    assert len(colours) == 30
+    assert "<title>broker-29:8080: score 30.0% at" in svg and "<title>broker-29:8080: 290.0 msg/s at" in svg
+    assert "var(--fg)" in svg and "#010101" not in svg and "fill: #ffffff" not in svg
+    bars = plan_chart(
+        [
+            {"broker": name, "scoreBefore": 50.0, "scoreAfter": 40.0, "msgRateBefore": 100.0, "msgRateAfter": 80.0}
+            for name in brokers[:3]
+        ],
+        None,
+    )
+    assert "<title>broker-2:8080: predicted after 80.0 msg/s</title>" in bars

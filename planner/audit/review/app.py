@@ -67,6 +67,7 @@ def _filters(
     status: Annotated[str | None, Query()] = None,
     created_from: Annotated[str | None, Query()] = None,
     created_to: Annotated[str | None, Query()] = None,
+    q: Annotated[str | None, Query(max_length=200, description="a bundle or broker (part of its name)")] = None,
     page: Annotated[int, Query(ge=1)] = 1,
     per_page: Annotated[int, Query(ge=1, le=MAX_PER_PAGE)] = 25,
 ) -> PlanFilter:
@@ -77,6 +78,7 @@ def _filters(
         status=status or None,
         created_from=_day("created_from", created_from),
         created_to=_day("created_to", created_to),
+        search=(q or "").strip() or None,
         page=page,
         per_page=per_page,
     )
@@ -171,6 +173,7 @@ def create_app(
                 "status": filters.status,
                 "created_from": filters.created_from,
                 "created_to": filters.created_to,
+                "q": filters.search,
                 "per_page": filters.per_page if filters.per_page != 25 else None,
             }.items()
             if value

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, or_, select
 
 from planner.collect.collector import unpublished_snapshot_ids
 from planner.config import PulsarConfig
@@ -33,6 +33,7 @@ class PlanFilter:
     status: str | None = None
     created_from: date | None = None  # inclusive, UTC days
     created_to: date | None = None  # inclusive
+    search: str | None = None  # plans with an action on a bundle or broker containing this text
     page: int = 1
     per_page: int = 25
 
@@ -55,6 +56,17 @@ class PlanFilter:
             query = query.where(Plan.created_at >= datetime.combine(self.created_from, time(), UTC))
         if self.created_to:
             query = query.where(Plan.created_at < datetime.combine(self.created_to + timedelta(days=1), time(), UTC))
+        if self.search:
+            text = self.search.lower()
+            touched = select(PlanAction.plan_id).where(
+                or_(
+                    *(
+                        func.lower(column).contains(text, autoescape=True)
+                        for column in (PlanAction.bundle, PlanAction.source, PlanAction.destination)
+                    )
+                )
+            )
+            query = query.where(Plan.id.in_(touched))
         return query
 
 
