@@ -684,7 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_code.set_defaults(handler=command_spark_code)
 
     load_data = commands.add_parser("load-data", help="print the LoadData JSON of a snapshot")
-    load_data.add_argument("--snapshot", type=int, required=True)
+    load_data.add_argument("--snapshot", type=int, required=True, help="the snapshot id (see `snapshots`)")
     _add_store_options(load_data)
     load_data.set_defaults(handler=command_load_data)
 
@@ -730,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=command_plan)
 
     approve = commands.add_parser("approve", help="record a decision on a pending plan (without Airflow)")
-    approve.add_argument("plan_id", type=int, metavar="PLAN_ID")
+    approve.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the pending plan (see `plans`)")
     approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
     approve.add_argument("--as", dest="as_name", metavar="NAME", help="the approver's name (default: the OS user)")
     approve.add_argument("--expect-hash", metavar="HASH", help="refuse unless the plan's actions hash is this one")
@@ -744,7 +744,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.set_defaults(handler=command_approve)
 
     execute = commands.add_parser("execute", help="execute an approved plan (or resume a stopped execution)")
-    execute.add_argument("plan_id", type=int, metavar="PLAN_ID")
+    execute.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the approved plan (see `plans`)")
     _add_plan_cluster_options(execute)
     execute.add_argument("--actions-per-minute", type=float, help="pacing; 0 for none (default 30)")
     execute.add_argument("--max-actions", type=int, help="actions at most in this run (default 100)")
@@ -789,7 +789,11 @@ def build_parser() -> argparse.ArgumentParser:
     plans.set_defaults(handler=command_plans)
 
     cluster = commands.add_parser("local-cluster", help="a real Pulsar cluster on 127.0.0.1 for trying things out")
-    cluster.add_argument("action", choices=["start", "status", "stop", "wipe"])
+    cluster.add_argument(
+        "action",
+        choices=["start", "status", "stop", "wipe"],
+        help="start it (downloading Pulsar on first use), show it, stop it, or stop it and delete its data",
+    )
     cluster.add_argument("--brokers", type=int, default=3, help="with start: how many brokers")
     cluster.add_argument(
         "--auth",

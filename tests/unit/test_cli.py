@@ -427,3 +427,22 @@ def test_the_demo_closes_with_msg_rates_per_broker_before_and_after():
     rows = {line.split()[1]: line.split()[3:6:2] for line in table.splitlines() if ":8080" in line}
     assert rows == {"a:8080": ["321", "160"], "b:8080": ["0", "80"], "c:8080": ["0", "80"]}
     assert "score" not in table  # shared-host scores move together: left out
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import argparse
+
+    from planner.cli import build_parser
+
+    silent = []
+
+    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*words, name])
+            elif not action.help and action.dest != "help":
+                silent.append(" ".join([*words, *(action.option_strings or [action.dest])]))
+
+    walk(build_parser(), [])
+    assert silent == []
