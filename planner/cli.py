@@ -576,6 +576,9 @@ def _simulate_maintenance(args: argparse.Namespace) -> None:
 def command_demo(args: argparse.Namespace) -> None:
     from planner.devtools.demo import run_demo
 
+    # Importing Airflow (for its DAG file) set the root logger to INFO: the steps and the result, not every
+    # client's connection log, are what a first run should show (`-v` shows them).
+    logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
     result = run_demo(approve=args.approve, brokers=args.brokers, port=args.port)
     print(json.dumps(result))
 
