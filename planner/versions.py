@@ -69,6 +69,12 @@ class PulsarVersion:
         return 0.0 if self.at_least(4, 1) else 1000.0
 
     @property
+    def has_shedding_excluded_namespaces(self) -> bool:
+        """PIP-380 (PR #23549, 4.1.0): `loadBalancerSheddingExcludedNamespaces`; absent from the 3.0.7, 3.3.6 and
+        4.0.8 sources, present in 4.2.4's (4.1.x is not on Maven Central to check)."""
+        return self.at_least(4, 1)
+
+    @property
     def has_avg_shedder(self) -> bool:
         """AvgShedder shipped in 3.0.6, 3.2.4, 3.3.1 and every 4.x."""
         version = self.as_tuple()

@@ -16,13 +16,13 @@ from planner.config import PulsarConfig
 from planner.model import LoadData
 from planner.plan.balance import BalanceReport, balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
-from planner.plan.bundles.bundle_range import BundleName
+from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.split import can_split
 from planner.plan.document import PlanDocument, actions_hash
 from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
-from planner.plan.placement.pipeline import PlacementSession, select_broker
+from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.plan.shedding.registry import shedding_strategy
@@ -165,13 +165,22 @@ def make_plan(
     strategy = shedding_strategy(strategy_name)
     if now_millis is not None:
         load_data = remove_expired_recently_unloaded(load_data, now_millis, config.shedding_grace_period_millis)
+    if len(load_data.brokers) <= 1:
+        # ModularLoadManagerImpl neither runs the strategy (its state stays as it was) nor splits with one broker.
+        unchanged = strategy.dump_state(strategy.load_state(state))
+        return _single_broker_plan(cluster, strategy.name, unchanged, load_data, config, usage_models)
     outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models)
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(random.Random(seed))
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
+    excluded = excluded_namespaces(config)
     for unload in outcome.unloads:
+        if namespace_of(unload.bundle) in excluded:
+            # Dropped after the strategy chose it, as doLoadShedding does: its share of the budget is not re-spent.
+            notes.append(f"{unload.bundle}: its namespace is in loadBalancerSheddingExcludedNamespaces; not unloaded")
+            continue
         destination = unload.destination or select_broker(unload.bundle, load_data, config, session)
         if destination is None or destination == unload.broker:
             notes.append(f"{unload.bundle}: placement keeps it on {unload.broker}; Pulsar would skip this unload")
@@ -231,4 +240,27 @@ def make_plan(
         usage_models=usage_models,
         predicted_moves=predicted_moves,
         balance=balance_report(strategy.name, config, brokers, pairs, notes, len(actions)),
+    )
+
+
+def _single_broker_plan(
+    cluster: str,
+    strategy: str,
+    state: dict[str, Any],
+    load_data: LoadData,
+    config: PulsarConfig,
+    usage_models: UsageModels | None,
+) -> PlanResult:
+    brokers = tuple(forecast(load_data, config, [], usage_models))
+    notes = (f"{len(load_data.brokers)} broker(s) reported: Pulsar neither sheds nor splits with fewer than two",)
+    return PlanResult(
+        cluster=cluster,
+        strategy=strategy,
+        actions=(),
+        brokers=brokers,
+        state_before=state,
+        state_after=state,
+        notes=notes,
+        usage_models=usage_models,
+        balance=balance_report(strategy, config, brokers, (), notes, 0),
     )

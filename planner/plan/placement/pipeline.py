@@ -64,6 +64,13 @@ def _strategy_pick(
     return least_long_term_message_rate.select_broker(candidates, load_data, config, session.rng, preallocated)
 
 
+def excluded_namespaces(config: PulsarConfig) -> frozenset[str]:
+    """`loadBalancerSheddingExcludedNamespaces`, on the releases that read it (PIP-380, 4.1.0)."""
+    return (
+        config.shedding_excluded_namespaces if config.pulsar_version.has_shedding_excluded_namespaces else frozenset()
+    )
+
+
 def select_broker(bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession) -> str | None:
     """The broker Pulsar's placement would choose for `bundle`, recorded as preallocated."""
     all_brokers = sorted(load_data.brokers)
@@ -75,7 +82,7 @@ def select_broker(bundle: str, load_data: LoadData, config: PulsarConfig, sessio
             extra = sum(1 for name, _ in items if namespace_of(name) == namespace)
             owned = {**owned, broker: owned.get(broker, 0) + extra}
         candidates = remove_most_servicing_brokers_for_namespace(candidates, owned) or all_brokers
-    if namespace in config.shedding_excluded_namespaces:
+    if namespace in excluded_namespaces(config):
         chosen, session.round_robin = round_robin(candidates, session.round_robin)
     else:
         chosen = _strategy_pick(candidates, bundle, load_data, config, session)
