@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 import struct
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 INT_MAX = 2**31 - 1
 INT_MIN = -(2**31)
@@ -22,6 +25,73 @@ def java_int(value: float) -> int:
     if value <= INT_MIN:
         return INT_MIN
     return int(value)
+
+
+# java.util.TimSort sorts arrays shorter than this by a run and a binary insertion sort, with no merge.
+JAVA_TIMSORT_MIN_MERGE = 32
+
+
+def java_sort(items: Sequence[T], compare: Callable[[T, T], int]) -> list[T]:
+    """`List.sort(comparator)` as Java runs it, for comparators that are not transitive (AvgShedder's truncating
+    one): Python's own sort gives other answers there, and they changed between CPython releases.
+
+    Below 32 elements this is java.util.TimSort's path step for step (`countRunAndMakeAscending`, then
+    `binarySort`). From 32 on Java merges runs, and with such a comparator may throw ("Comparison method violates
+    its general contract"); there a stable top-down merge sort gives one answer on every CPython (not Java's).
+    """
+    result = list(items)
+    if len(result) < 2:
+        return result
+    if len(result) >= JAVA_TIMSORT_MIN_MERGE:
+        return _merge_sort(result, compare)
+    run = 1
+    if compare(result[1], result[0]) < 0:  # a strictly descending run, reversed in place
+        run = 2
+        while run < len(result) and compare(result[run], result[run - 1]) < 0:
+            run += 1
+        result[:run] = result[:run][::-1]
+    else:
+        run = 2
+        while run < len(result) and compare(result[run], result[run - 1]) >= 0:
+            run += 1
+    for start in range(run, len(result)):
+        pivot, left, right = result[start], 0, start
+        while left < right:
+            middle = (left + right) >> 1
+            if compare(pivot, result[middle]) < 0:
+                right = middle
+            else:
+                left = middle + 1
+        result[left + 1 : start + 1] = result[left:start]
+        result[left] = pivot
+    return result
+
+
+def _merge_sort(items: list[T], compare: Callable[[T, T], int]) -> list[T]:
+    if len(items) < 2:
+        return items
+    middle = len(items) // 2
+    left, right = _merge_sort(items[:middle], compare), _merge_sort(items[middle:], compare)
+    merged: list[T] = []
+    i = j = 0
+    while i < len(left) and j < len(right):
+        if compare(right[j], left[i]) < 0:
+            merged.append(right[j])
+            j += 1
+        else:
+            merged.append(left[i])
+            i += 1
+    return [*merged, *left[i:], *right[j:]]
+
+
+def java_max(*values: float) -> float:
+    """`LocalBrokerData.max`: the largest value by `>` from negative infinity, so a NaN is skipped (Python's
+    `max` keeps a leading NaN), and all-NaN gives negative infinity."""
+    largest = -math.inf
+    for value in values:
+        if value > largest:
+            largest = value
+    return largest
 
 
 def wrap_int32(value: int) -> int:

@@ -7,14 +7,14 @@ Boundary decisions such as "gap < 15 points" depend on the float32 rounding (60/
 from __future__ import annotations
 
 from planner.config import PulsarConfig, ResourceWeights
-from planner.java_numbers import percent_usage, to_float32
+from planner.java_numbers import java_max, percent_usage, to_float32
 from planner.model import LocalBrokerData
 
 
 def max_resource_usage_with_weight(broker: LocalBrokerData, weights: ResourceWeights) -> float:
     """`getMaxResourceUsageWithWeight`: the largest weighted resource percentage, as a fraction."""
     return (
-        max(
+        java_max(
             percent_usage(broker.cpu) * weights.cpu,
             percent_usage(broker.direct_memory) * weights.direct_memory,
             percent_usage(broker.bandwidth_in) * weights.bandwidth_in,
@@ -27,7 +27,7 @@ def max_resource_usage_with_weight(broker: LocalBrokerData, weights: ResourceWei
 def max_resource_usage(broker: LocalBrokerData) -> float:
     """`getMaxResourceUsage`: the unweighted maximum of cpu, direct memory and bandwidth (float32 math)."""
     return to_float32(
-        max(
+        java_max(
             percent_usage(broker.cpu),
             percent_usage(broker.direct_memory),
             percent_usage(broker.bandwidth_in),

@@ -12,7 +12,6 @@ The hit counters are the strategy's state; they are passed in and returned, neve
 
 from __future__ import annotations
 
-import functools
 import random
 import zlib
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.errors import InputError
+from planner.java_numbers import java_int, java_sort
 from planner.model import LoadData
 from planner.plan.broker_score import broker_usage
 from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
@@ -91,11 +91,13 @@ def sort_brokers(scores: Mapping[str, float], config: PulsarConfig) -> list[str]
     """Brokers by ascending score; ties by broker id (Java keeps HashMap order, spec §2.2)."""
     by_id = sorted(scores)
     if config.pulsar_version.avg_shedder_truncating_comparator:
-        # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal".
+        # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal". The cast
+        # saturates in Java (an infinite score is Integer.MAX_VALUE above the rest, NaN compares equal), and the
+        # sort must be Java's: with such a comparator, sort algorithms disagree.
         def compare(first: str, second: str) -> int:
-            return int(scores[first] - scores[second])
+            return java_int(scores[first] - scores[second])
 
-        return sorted(by_id, key=functools.cmp_to_key(compare))
+        return java_sort(by_id, compare)
     return sorted(by_id, key=lambda broker: scores[broker])
 
 
