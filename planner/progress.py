@@ -18,6 +18,7 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
@@ -43,6 +44,18 @@ def directory_bytes(root: Path) -> int:
             if path.is_file():
                 total += path.stat().st_size
     return total
+
+
+def _bar(*columns: ProgressColumn) -> Progress:
+    """A spinner, the description, the given columns and the time elapsed; erased when the step ends."""
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        *columns,
+        TimeElapsedColumn(),
+        console=_console(),
+        transient=True,
+    )
 
 
 @contextlib.contextmanager
@@ -72,15 +85,7 @@ def download(label: str, measure: Callable[[], int]) -> Iterator[None]:
     if not shown():
         yield
         return
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeElapsedColumn(),
-        console=_console(),
-        transient=True,
-    )
+    progress = _bar(DownloadColumn(), TransferSpeedColumn())
     task = progress.add_task(label, total=None)
     with _polling(progress, lambda: progress.update(task, completed=measure())):
         yield
@@ -93,15 +98,7 @@ def spark_stages(spark: Any, label: str) -> Iterator[None]:
     if not shown():
         yield
         return
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=_console(),
-        transient=True,
-    )
+    progress = _bar(BarColumn(), MofNCompleteColumn())
     overall = progress.add_task(label, total=None)
     tracker = None
     with contextlib.suppress(Exception):
@@ -135,9 +132,7 @@ def steps(label: str) -> Iterator[Callable[[str], None]]:
     if not shown():
         yield lambda _step: None
         return
-    progress = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=_console(), transient=True
-    )
+    progress = _bar()
     task = progress.add_task(label, total=None)
 
     def step(name: str) -> None:
