@@ -31,7 +31,6 @@ from planner.approval.decisions import (
     refuse_execution,
     requested_hash,
 )
-from planner.approval.windows import cluster_matches, next_opening
 from planner.audit.plan_records import plan_for_run, record_measurement, show_plan
 from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
@@ -43,7 +42,7 @@ from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.rollback import ROLLBACK, plan_rollback
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.settings import ExecutorSettings, planner_settings
+from planner.settings import ExecutorSettings, cluster_matches, next_opening, planner_settings
 from planner.store.database import Store
 from planner.store.models import audit_event
 

@@ -15,12 +15,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from planner.approval.policies import ApprovalPolicy, PolicyDecision, decide
+from planner.approval.policies import PolicyDecision, decide
 from planner.audit.plan_records import show_plan
 from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
 from planner.plan.document import PlanDocument
+from planner.settings import ApprovalPolicy
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
 

@@ -8,7 +8,8 @@ gate says why no policy matched. With no policy configured (the default) every p
 Two plans never pass a policy, whatever its rules: an empty plan (nothing to approve), and a
 maintenance plan predicted to leave brokers over the overload threshold (a person must accept that).
 
-Pure: the plan document and the time in, a verdict out.
+Pure: the plan document and the time in, a verdict out. The policies' rules are settings
+(`planner.settings`).
 """
 
 from __future__ import annotations
@@ -17,43 +18,10 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from planner.approval.windows import TimeWindow, cluster_matches, is_open
 from planner.plan.document import PlanDocument
-
-PlanMode = Literal["rebalance", "drain", "fill", "rollback"]
-
-
-class ApprovalPolicy(BaseModel):
-    """Rules a plan must all meet to be approved without a person; an unset rule does not limit."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Audited as `policy:<name>`.")
-    clusters: tuple[str, ...] = Field(("*",), description="Cluster names or shell patterns (`prod-*`).")
-    modes: tuple[PlanMode, ...] = Field(
-        ("rebalance",), description="Plan kinds it may approve: `rebalance` (the strategies), drain, fill, rollback."
-    )
-    strategies: tuple[str, ...] | None = Field(None, description="Strategies it may approve, e.g. `AvgShedder`.")
-    max_actions: int | None = Field(None, ge=1, description="At most this many actions (unloads and splits).")
-    max_msg_rate_share: float | None = Field(
-        None, gt=0, le=1, description="At most this share of the cluster's msg/s moved by the unloads (0.1 = 10 %)."
-    )
-    max_throughput_share: float | None = Field(
-        None, gt=0, le=1, description="At most this share of the cluster's bytes/s moved by the unloads."
-    )
-    min_spread_improvement: float | None = Field(
-        None,
-        description="The predicted spread of the broker scores (highest minus lowest, in percentage points) must "
-        "shrink by at least this much.",
-    )
-    excluded_namespaces: tuple[str, ...] = Field(
-        (), description="`tenant/namespace` or shell patterns: a plan touching any of them goes to a person."
-    )
-    windows: tuple[TimeWindow, ...] = Field((), description="When it may approve; empty: at any time.")
+from planner.settings import ApprovalPolicy, cluster_matches, is_open
 
 
 @dataclass(frozen=True, slots=True)

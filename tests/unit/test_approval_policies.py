@@ -10,12 +10,11 @@ from pydantic import ValidationError
 
 from planner import cli
 from planner.approval.decisions import recorded_decision
-from planner.approval.policies import ApprovalPolicy, decide, evaluate
-from planner.approval.windows import ExecutionWindow, TimeWindow, is_open, next_opening
+from planner.approval.policies import decide, evaluate
 from planner.audit.plan_records import show_plan
 from planner.errors import InputError
 from planner.plan.document import PlanDocument
-from planner.settings import planner_settings
+from planner.settings import ApprovalPolicy, ExecutionWindow, TimeWindow, is_open, next_opening, planner_settings
 from planner.store.database import Store
 
 NOW = datetime(2026, 11, 25, 14, 0, tzinfo=UTC)
