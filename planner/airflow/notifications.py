@@ -110,9 +110,10 @@ class PlanMessage:
 class WebhookHook(BaseHook):
     """An HTTP endpoint that takes JSON, from an `http` connection.
 
-    Host: the URL (`https://hooks.example.com/services/...`), or host, schema, port and the path in Schema's
-    place. Password: a bearer token, sent as `Authorization`. Extras: `headers` (an object), `routing_key` (a
-    PagerDuty Events API v2 key: the body then is a PagerDuty event too), `verify` (false, or a CA bundle path).
+    Host: the whole URL (`https://hooks.example.com/services/...`), or a host name with its path
+    (`hooks.example.com/services/...`), then Schema is the URL scheme (default `https`) and Port the port.
+    Password: a bearer token, sent as `Authorization`. Extras: `headers` (an object), `routing_key` (a PagerDuty
+    Events API v2 key: the body then is a PagerDuty event too), `verify` (false, or a CA bundle path).
     """
 
     conn_name_attr = "webhook_conn_id"
