@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.config import PulsarConfig
+from planner.model import LoadData
 from planner.plan.forecast import BrokerForecast
 from planner.plan.shedding import avg_shedder, uniform_load_shedder
 
@@ -84,7 +85,11 @@ def _waiting_pairs(pairs: Sequence[Mapping[str, Any]], config: PulsarConfig) -> 
 
 
 def _measured(
-    strategy: str, config: PulsarConfig, brokers: Sequence[BrokerForecast], pairs: Sequence[Mapping[str, Any]]
+    strategy: str,
+    config: PulsarConfig,
+    load_data: LoadData,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[Mapping[str, Any]],
 ) -> tuple[str, bool]:
     """What the strategy measured, and whether that is within its thresholds."""
     score_spread = _spread([broker.score_before for broker in brokers])
@@ -97,22 +102,13 @@ def _measured(
             )
         return f"{len(pairs)} broker pair(s) over the low threshold {threshold:g}", False
     if strategy == "UniformLoadShedder":
-        rates = [broker.msg_rate_before for broker in brokers]
-        throughputs = [broker.throughput_before for broker in brokers]
-        lowest_rate = min(rates) if min(rates) > 1e-6 else 1.0
-        lowest_throughput = min(throughputs) if min(throughputs) > 1e-6 else 1.0
-        percent = (max(rates) - lowest_rate) * 100 / lowest_rate
-        ratio = max(throughputs) / lowest_throughput
-        rate_threshold = config.msg_rate_difference_shedder_threshold
-        ratio_threshold = config.msg_throughput_multiplier_difference_shedder_threshold
-        within = not (rate_threshold > 0 and percent > rate_threshold) and not (
-            ratio_threshold > 0 and ratio > ratio_threshold
-        )
+        spread = uniform_load_shedder.measure(load_data, config)
         text = (
-            f"msg/s gap {percent:.0f} % of the lowest broker (threshold {rate_threshold:g} %), throughput ratio "
-            f"{ratio:.2f} (threshold {ratio_threshold:g})"
+            f"msg/s gap {spread.rate_difference_percent:.0f} % of the lowest broker (threshold "
+            f"{config.msg_rate_difference_shedder_threshold:g} %), throughput ratio {spread.throughput_multiplier:.2f} "
+            f"(threshold {config.msg_throughput_multiplier_difference_shedder_threshold:g})"
         )
-        return text, within
+        return text, not (spread.rate_hit or spread.throughput_hit)
     if strategy == "ThresholdShedder":
         percentage = config.broker_threshold_shedder_percentage
         return f"threshold {percentage} points over the cluster's average usage (score spread {score_spread:.1f})", True
@@ -124,6 +120,7 @@ def _measured(
 def balance_report(
     strategy: str,
     config: PulsarConfig,
+    load_data: LoadData,
     brokers: Sequence[BrokerForecast],
     pairs: Sequence[Mapping[str, Any]],
     notes: Sequence[str],
@@ -140,7 +137,7 @@ def balance_report(
     elif waiting:
         summary = f"Nothing to do yet: {len(waiting)} pair(s) over a threshold wait for their consecutive hits"
     else:
-        measured, within = _measured(strategy, config, brokers, pairs)
+        measured, within = _measured(strategy, config, load_data, brokers, pairs)
         notes = [note for note in notes if note not in BALANCED_REASONS]
         # The strategy's reasons say why nothing moved although a threshold was crossed (a broker with one
         # bundle, a budget no bundle fits, traffic below minUnloadMessage).

@@ -239,7 +239,7 @@ def make_plan(
         notes=tuple(notes),
         usage_models=usage_models,
         predicted_moves=predicted_moves,
-        balance=balance_report(strategy.name, config, brokers, pairs, notes, len(actions)),
+        balance=balance_report(strategy.name, config, load_data, brokers, pairs, notes, len(actions)),
     )
 
 
@@ -262,5 +262,5 @@ def _single_broker_plan(
         state_after=state,
         notes=notes,
         usage_models=usage_models,
-        balance=balance_report(strategy, config, brokers, (), notes, 0),
+        balance=balance_report(strategy, config, load_data, brokers, (), notes, 0),
     )
