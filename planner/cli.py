@@ -348,12 +348,15 @@ def command_approve(args: argparse.Namespace) -> None:
     """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
     from planner.approval.decisions import approve_by_policies, record_decision
     from planner.audit.plan_records import show_plan
+    from planner.plan.document import PlanDocument
 
     if args.by_policy:
         if args.reject or args.as_name or args.expect_hash:
             raise InputError("--by-policy: the policies decide; --reject, --as and --expect-hash are for a person")
         policies = planner_settings().approval_policies
-        decision = approve_by_policies(_store(args), args.plan_id, policies, datetime.now(UTC), record=not args.dry_run)
+        stored = PlanDocument.parse(show_plan(_store(args), args.plan_id), f"stored plan {args.plan_id}")
+        now = datetime.now(UTC)
+        decision = approve_by_policies(_store(args), args.plan_id, stored, policies, now, record=not args.dry_run)
         if decision.approved_by is None and not args.dry_run:
             raise InputError(f"plan {args.plan_id}: {decision.why_not()}")
         _print_json({"plan": args.plan_id, "recorded": not args.dry_run, **decision.to_json()})

@@ -255,7 +255,7 @@ def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
     if recorded is not None and recorded.source == POLICY_SOURCE:  # a retried gate: the policy approved already
         return ApprovalRequest(plan_id, plan.actions_hash, subject, "", approved_by=recorded.approver)
     policies = planner_settings(airflow=True).approval_policies
-    decision = approve_by_policies(planner_store, plan_id, policies, datetime.now(UTC))
+    decision = approve_by_policies(planner_store, plan_id, plan, policies, datetime.now(UTC))
     verdict = decision.approved_by
     if verdict is not None:
         checks = tuple(check.describe() for check in verdict.checks)

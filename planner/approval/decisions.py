@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import select
 
 from planner.approval.policies import PolicyDecision, decide
-from planner.audit.plan_records import show_plan
 from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
@@ -95,11 +94,17 @@ def record_decision(
 
 
 def approve_by_policies(
-    store: Store, plan_id: int, policies: Sequence[ApprovalPolicy], now: datetime, *, record: bool = True
+    store: Store,
+    plan_id: int,
+    plan: PlanDocument,
+    policies: Sequence[ApprovalPolicy],
+    now: datetime,
+    *,
+    record: bool = True,
 ) -> PolicyDecision:
-    """The configured policies' verdicts on the stored plan; with `record`, the approval of the first policy
-    that approves it, bound to the plan's actions hash and audited as `policy:<name>` with its checks."""
-    plan = PlanDocument.parse(show_plan(store, plan_id), f"stored plan {plan_id}")
+    """The configured policies' verdicts on stored plan `plan_id` (`plan`, as read from the store); with
+    `record`, the approval of the first policy that approves it, bound to the plan's actions hash (checked against
+    the stored rows again) and audited as `policy:<name>` with its checks."""
     decision = decide(policies, plan, now)
     verdict = decision.approved_by
     if verdict is not None and record:
