@@ -13,14 +13,20 @@ import json
 import sys
 import threading
 import time
+from typing import Any
 
 
-def answer_gate(decision: str, stop: threading.Event) -> None:
-    """Approve or reject the first pending gate through the REST API (Airflow's own app, in-process)."""
+def rest_client() -> Any:
+    """Airflow's own REST app, in-process. Built before the run starts: building it in the answering thread while
+    `dag.test()` starts imports the same modules from two threads at once, which can hang both."""
     from airflow.api_fastapi.app import create_app
     from fastapi.testclient import TestClient
 
-    client = TestClient(create_app(apps="core"))
+    return TestClient(create_app(apps="core"))
+
+
+def answer_gate(client: Any, decision: str, stop: threading.Event) -> None:
+    """Approve or reject the first pending gate through the REST API."""
     while not stop.is_set():
         pending = client.get("/api/v2/dags/~/dagRuns/~/hitlDetails", params={"response_received": "false"})
         details = pending.json().get("hitl_details", []) if pending.status_code == 200 else []
@@ -38,13 +44,17 @@ def answer_gate(decision: str, stop: threading.Event) -> None:
         time.sleep(1)
 
 
-def enforce_response_timeouts(stop: threading.Event) -> None:
-    """The scheduler's own awaiting-input sweep, which applies a gate's defaults once its response timeout
-    has passed. `dag.test()` runs no scheduler loop, so this stands in for that loop's timer."""
+def scheduler_runner() -> Any:
+    """A scheduler job runner for its awaiting-input sweep (built before the run starts, like `rest_client`)."""
     from airflow.jobs.job import Job
     from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
 
-    runner = SchedulerJobRunner(job=Job(), executors=[])
+    return SchedulerJobRunner(job=Job(), executors=[])
+
+
+def enforce_response_timeouts(runner: Any, stop: threading.Event) -> None:
+    """The scheduler's own awaiting-input sweep, which applies a gate's defaults once its response timeout
+    has passed. `dag.test()` runs no scheduler loop, so this stands in for that loop's timer."""
     while not stop.wait(2):
         runner.check_awaiting_input_timeouts()
 
@@ -57,9 +67,9 @@ def main() -> int:
     dag = bag.dags[dag_id]
     stop = threading.Event()
     if decision == "timeout":
-        threading.Thread(target=enforce_response_timeouts, args=(stop,), daemon=True).start()
+        threading.Thread(target=enforce_response_timeouts, args=(scheduler_runner(), stop), daemon=True).start()
     elif decision != "ui":
-        threading.Thread(target=answer_gate, args=(decision, stop), daemon=True).start()
+        threading.Thread(target=answer_gate, args=(rest_client(), decision, stop), daemon=True).start()
     run = dag.test(run_conf=conf)
     stop.set()
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}

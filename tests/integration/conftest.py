@@ -158,7 +158,8 @@ def skewed_airflow_env(
 def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """Every bundle of a namespace on one broker at 160 msg/s; the plan DAG run approved through the REST
     API, with notifications to an SMTP server and a webhook receiver on loopback. Yields the Airflow
-    environment, the run's task states, the generator (stopped), the hot broker, the mailbox and the receiver."""
+    environment, the run's task states, where each bundle landed (the namespace is deleted before the other tests
+    run), the hot broker, the mailbox and the receiver."""
     # Imported here: tests.receivers takes its port picker from this module.
     from tests.receivers import notification_env, smtp_server, webhook_receiver
 
@@ -186,17 +187,20 @@ def _approved_cycle(
         collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
         outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "Approve", CYCLE_CONF, timeout=600)
         generator.stop()
-        yield {
-            "env": env,
-            "outcome": outcome,
-            "generator": generator,
-            "hot": hot,
-            "mailbox": mailbox,
-            "receiver": receiver,
-        }
+        # Where each bundle landed, read now: the namespace goes before the other tests run, or its idle bundles
+        # would be in every later plan of the session (an idle bundle's move waits for a lookup that never comes).
+        landed = {str(bundle): generator.owner(topic) for topic, bundle in generator.topics.items()}
     finally:
         generator.stop()
         generator.delete_namespace()
+    yield {
+        "env": env,
+        "outcome": outcome,
+        "landed": landed,  # bundle range -> its owner after the run
+        "hot": hot,
+        "mailbox": mailbox,
+        "receiver": receiver,
+    }
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ from tests.integration.executor_support import CountingClient, approved, owners,
 pytestmark = [pytest.mark.integration, pytest.mark.reliability]
 
 PACE = 12  # unloads per minute: one every 5 s
-FAST = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+# Idle bundles of the drained broker get no new owner until a lookup: 10 s is enough for those that carry traffic.
+FAST = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=10, verify_interval_seconds=0.5)
 
 
 def generator_bundles(generator, count):
@@ -90,20 +91,21 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
     on_drained = movable_owned(client, name, drained)
     assert set(generator_bundles(idle, 2)) <= set(on_drained)
     # The three brokers share this machine's CPU, so their scores follow whatever else runs on it (a full CI run
-    # measured them over 85 %): the capacity check is not what this test is about.
+    # measured them over 85 %, a busy machine over 100 %): the capacity check is not what this test is about
+    # (tests/unit/test_maintenance_plans.py has it), so the threshold is out of reach.
     plan_id, plan = plan_maintenance(
         store,
         tmp_path,
         spark,
         name,
         MaintenanceRequest(MaintenanceMode.DRAIN, (drained,)),
-        settings={"loadBalancerBrokerOverloadedThresholdPercentage": 100},
+        settings={"loadBalancerBrokerOverloadedThresholdPercentage": 1000},
     )
     assert plan.mode == "drain" and plan.maintenance.brokers == [drained] and plan.maintenance.over_capacity == []
     assert sorted(action.bundle for action in plan.actions) == on_drained
     assert all(action.source == drained and action.destination in remaining for action in plan.actions)
 
-    paced = ExecutorSettings(actions_per_minute=PACE, verify_timeout_seconds=30, verify_interval_seconds=0.5)
+    paced = ExecutorSettings(actions_per_minute=PACE, verify_timeout_seconds=10, verify_interval_seconds=0.5)
     report = execute_plan(store, client, plan_id, paced)
     assert report.status == "executed", report.to_json()
     assert report.still_owned == {drained: []}

@@ -20,7 +20,9 @@ from planner.store.database import Store
 from planner.store.models import Plan
 from tests.integration.conftest import CYCLE_CONF, TEST_TENANT, airflow_env, collect_snapshots
 
-pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.airflow]
+# In the slow run for CI time: a second cluster and a whole cycle (the admin-token leak check runs in CI too,
+# in tests/integration/test_reliability_on_cluster.py).
+pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.airflow, pytest.mark.slow]
 
 
 def test_the_whole_cycle_runs_with_the_token_and_the_token_is_written_nowhere(token_cluster, tmp_path):

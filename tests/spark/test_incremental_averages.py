@@ -159,6 +159,7 @@ def test_folding_equals_the_recompute_and_the_update_rule_without_reading_the_hi
     assert_equal_to_replay(stored_rows(history, 1099), history.replayed())
 
 
+@pytest.mark.slow  # CI time: the folding test above stays in CI
 def test_the_run_recomputes_and_says_why_when_the_state_cannot_be_trusted(spark, tmp_path):
     history = History(tmp_path)
     history.write(range(300))

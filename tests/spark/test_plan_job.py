@@ -102,6 +102,7 @@ def replay_in_collector_order(rows):
 RATE_FIELDS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
 
 
+@pytest.mark.slow  # CI time: the regular-history equality below stays in CI
 def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypatch):
     """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
     10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
