@@ -127,8 +127,9 @@ class ExecutionWindow(TimeWindow):
     clusters: tuple[str, ...] = Field(("*",), description="Cluster names or shell patterns (`prod-*`).")
 
 
-def cluster_matches(patterns: Iterable[str], cluster: str) -> bool:
-    return any(fnmatch.fnmatchcase(cluster, pattern) for pattern in patterns)
+def matches_any(patterns: Iterable[str], name: str) -> bool:
+    """`name` (a cluster, a `tenant/namespace`) matches one of the shell patterns."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def is_open(windows: Sequence[TimeWindow], now: datetime) -> bool:

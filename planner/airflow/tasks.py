@@ -42,7 +42,7 @@ from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.rollback import ROLLBACK, plan_rollback
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.settings import ExecutorSettings, cluster_matches, next_opening, planner_settings
+from planner.settings import ExecutorSettings, matches_any, next_opening, planner_settings
 from planner.store.database import Store
 from planner.store.models import audit_event
 
@@ -347,7 +347,7 @@ def execution_wait(cluster: str, run_id: str, overrides: Mapping[str, Any] | Non
     decision = recorded_decision(planner_store, plan_id)
     if decision is None or decision.decision != "approved":
         return None
-    windows = [w for w in planner_settings(airflow=True).execution_windows if cluster_matches(w.clusters, cluster)]
+    windows = [w for w in planner_settings(airflow=True).execution_windows if matches_any(w.clusters, cluster)]
     now = datetime.now(UTC)
     opening = next_opening(windows, now)
     if opening is None:

@@ -14,14 +14,15 @@ Pure: the plan document and the time in, a verdict out. The policies' rules are 
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from planner.plan.balance import spread
+from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.document import PlanDocument
-from planner.settings import ApprovalPolicy, cluster_matches, is_open
+from planner.settings import ApprovalPolicy, is_open, matches_any
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +92,6 @@ def _moved_share(plan: PlanDocument, attribute: str) -> float | None:
     return moved / total if total > 0 else None
 
 
-def _spread(values: Sequence[float]) -> float:
-    return max(values) - min(values)
-
-
-def _namespace(bundle: str) -> str:
-    return bundle.rsplit("/", 1)[0]
-
-
 def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> PolicyVerdict:
     """Each rule the policy sets, checked against the plan (and `now` for its windows)."""
     checks = [
@@ -127,19 +120,14 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
     if policy.min_spread_improvement is not None:
         improvement = None
         if plan.brokers:
-            before = _spread([broker.score_before for broker in plan.brokers])
-            after = _spread([broker.score_after for broker in plan.brokers])
+            before = spread([broker.score_before for broker in plan.brokers])
+            after = spread([broker.score_after for broker in plan.brokers])
             improvement = round(before - after, 4)
         holds = improvement is not None and improvement >= policy.min_spread_improvement
         checks.append(RuleCheck("minSpreadImprovement", policy.min_spread_improvement, improvement, holds))
     if policy.excluded_namespaces:
-        touched = sorted(
-            {
-                _namespace(action.bundle)
-                for action in plan.actions
-                if any(fnmatch.fnmatchcase(_namespace(action.bundle), p) for p in policy.excluded_namespaces)
-            }
-        )
+        namespaces = {namespace_of(action.bundle) for action in plan.actions}
+        touched = sorted(name for name in namespaces if matches_any(policy.excluded_namespaces, name))
         checks.append(RuleCheck("excludedNamespaces", list(policy.excluded_namespaces), touched, not touched))
     if policy.windows:
         checks.append(
@@ -155,5 +143,5 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
 
 def decide(policies: Sequence[ApprovalPolicy], plan: PlanDocument, now: datetime) -> PolicyDecision:
     """The verdicts of the policies covering the plan's cluster, in their configured order."""
-    covering = [policy for policy in policies if cluster_matches(policy.clusters, plan.cluster)]
+    covering = [policy for policy in policies if matches_any(policy.clusters, plan.cluster)]
     return PolicyDecision(tuple(evaluate(policy, plan, now) for policy in covering))

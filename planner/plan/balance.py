@@ -61,7 +61,8 @@ def _thresholds(strategy: str, config: PulsarConfig) -> dict[str, float]:
     return {"loadBalancerBrokerOverloadedThresholdPercentage": config.broker_overloaded_threshold_percentage}
 
 
-def _spread(values: Sequence[float]) -> float:
+def spread(values: Sequence[float]) -> float:
+    """Highest minus lowest (0 with no values)."""
     return max(values) - min(values) if values else 0.0
 
 
@@ -92,7 +93,7 @@ def _measured(
     pairs: Sequence[Mapping[str, Any]],
 ) -> tuple[str, bool]:
     """What the strategy measured, and whether that is within its thresholds."""
-    score_spread = _spread([broker.score_before for broker in brokers])
+    score_spread = spread([broker.score_before for broker in brokers])
     if strategy in AVG_SHEDDERS:
         threshold = config.avg_shedder_low_threshold
         if not pairs:
@@ -102,13 +103,14 @@ def _measured(
             )
         return f"{len(pairs)} broker pair(s) over the low threshold {threshold:g}", False
     if strategy == "UniformLoadShedder":
-        spread = uniform_load_shedder.measure(load_data, config)
+        uniform = uniform_load_shedder.measure(load_data, config)
         text = (
-            f"msg/s gap {spread.rate_difference_percent:.0f} % of the lowest broker (threshold "
-            f"{config.msg_rate_difference_shedder_threshold:g} %), throughput ratio {spread.throughput_multiplier:.2f} "
-            f"(threshold {config.msg_throughput_multiplier_difference_shedder_threshold:g})"
+            f"msg/s gap {uniform.rate_difference_percent:.0f} % of the lowest broker (threshold "
+            f"{config.msg_rate_difference_shedder_threshold:g} %), throughput ratio "
+            f"{uniform.throughput_multiplier:.2f} (threshold "
+            f"{config.msg_throughput_multiplier_difference_shedder_threshold:g})"
         )
-        return text, not (spread.rate_hit or spread.throughput_hit)
+        return text, not (uniform.rate_hit or uniform.throughput_hit)
     if strategy == "ThresholdShedder":
         percentage = config.broker_threshold_shedder_percentage
         return f"threshold {percentage} points over the cluster's average usage (score spread {score_spread:.1f})", True
@@ -126,8 +128,8 @@ def balance_report(
     notes: Sequence[str],
     planned: int,
 ) -> BalanceReport:
-    score_spread = _spread([broker.score_before for broker in brokers])
-    msg_rate_spread = _spread([broker.msg_rate_before for broker in brokers])
+    score_spread = spread([broker.score_before for broker in brokers])
+    msg_rate_spread = spread([broker.msg_rate_before for broker in brokers])
     waiting = tuple(_waiting_pairs(pairs, config)) if strategy in AVG_SHEDDERS else ()
     balanced = False
     if planned:
