@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from bench_spark_averages import T0, dataset, load_average
+from bench_spark_averages import T0, dataset, load_average, store_reports
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
@@ -37,6 +37,7 @@ from planner.samples.averages_state import AVERAGE_COLUMNS, StateChoice
 from spark_jobs.plan_job import (
     RATE_COLUMNS,
     Averaging,
+    ReportPositions,
     bundle_averages,
     cluster_averages,
     keep_state,
@@ -75,6 +76,7 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
     root, samples = dataset(args.bundles, args.brokers, snapshots, MINUTES_APART, args.per_file)
+    reports = store_reports(args.brokers, snapshots, MINUTES_APART)
     end = T0 + timedelta(minutes=MINUTES_APART * snapshots)  # just after the last snapshot
     samples_uri = root.as_uri()
     print(f"machine before: {load_average()}")
@@ -83,12 +85,16 @@ def main() -> None:
     try:
 
         def tables(as_of):
-            return (
-                read_table(spark, root, "bundles", ["bench"], as_of),
-                read_table(spark, root, "brokers", ["bench"], as_of),
-            )
+            return read_table(spark, root, "bundles", ["bench"], as_of)
 
-        bundles, brokers = tables(end)
+        def full_recompute(bundles, as_of):
+            """As the job recomputes, given what the store records of the snapshots up to `as_of`."""
+            known = reports["bench"].snapshots
+            upto = [(snapshot, millis) for snapshot, millis in known if millis <= as_of.timestamp() * 1000]
+            window = {"bench": reports["bench"].model_copy(update={"snapshots": upto})}
+            return bundle_averages(bundles, Averaging(), as_of, ReportPositions.of_reports(window))
+
+        bundles = tables(end)
         floor = bundles.groupBy("cluster", "bundle").agg(
             F.count(F.lit(1)).alias("samples"),
             *[F.sum(c).alias(c) for c in RATE_COLUMNS],
@@ -97,13 +103,13 @@ def main() -> None:
         floor_warm, floor_time = timed(lambda: noop(floor))
         print(f"  scan and group-by: warm-up {floor_warm:.1f} s, timed {floor_time:.1f} s", flush=True)
         # Built inside the timing: building it runs the first pass (a local checkpoint).
-        full_warm, full_time = timed(lambda: noop(bundle_averages(bundles, Averaging(), end, brokers)))
+        full_warm, full_time = timed(lambda: noop(full_recompute(bundles, end)))
         print(f"  full recompute:    warm-up {full_warm:.1f} s, timed {full_time:.1f} s", flush=True)
 
         # The state the run an hour earlier left (untimed).
         hour_before = end - timedelta(hours=1)
-        early_bundles, early_brokers = tables(hour_before)
-        rows = bundle_averages(early_bundles, Averaging(), hour_before, early_brokers).collect()
+        early_bundles = tables(hour_before)
+        rows = full_recompute(early_bundles, hour_before).collect()
         payloads = [("average", {"bundle": row["bundle"], "row": row.asDict()}) for row in rows]
         recent = recent_snapshots(early_bundles, hour_before).get("bench", [])
         state_samples = samples_uri  # the state lives under the samples root, as the job keeps it
@@ -111,7 +117,7 @@ def main() -> None:
 
         def hourly() -> DataFrame:
             averages, choices = cluster_averages(
-                spark, bundles, brokers, state_samples, ["bench"], Averaging(), end, HISTORY, {"bench": []}
+                spark, bundles, state_samples, ["bench"], Averaging(), end, HISTORY, {"bench": []}
             )
             assert choices["bench"].state is not None, choices["bench"].reason
             noop(averages)
@@ -121,7 +127,7 @@ def main() -> None:
         hourly_warm, hourly_time = timed(hourly)
         print(f"  hourly run:        warm-up {hourly_warm:.1f} s, timed {hourly_time:.1f} s", flush=True)
         folded = {row["bundle"]: row for row in hourly().collect()}
-        recomputed = {row["bundle"]: row for row in bundle_averages(bundles, Averaging(), end, brokers).collect()}
+        recomputed = {row["bundle"]: row for row in full_recompute(bundles, end).collect()}
         assert set(folded) == set(recomputed)
         worst = max(
             abs(folded[b][c] - recomputed[b][c]) / max(1.0, abs(recomputed[b][c]))

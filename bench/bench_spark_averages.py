@@ -13,8 +13,8 @@ in ~/.cache/pulsar-rebalance/bench; generation is never timed.
 Both sides compute the same thing from the same Parquet files: per (cluster, bundle), Pulsar's
 short- and long-term sample-count averages of the four rates, the sample counts and the latest topic
 count, the samples in the collector's replay order (snapshot id, then broker).
-- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it (it also reads the small brokers table,
-  to tell a missing report from a gap), written to a no-op sink.
+- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it, given what the store records of the
+  snapshots (which broker's report each lacks: a missing report is no gap), written to a no-op sink.
 - pandas: one process, vectorised (pandas and NumPy, no Python loop over rows); reads only the columns
   it needs with pyarrow (string keys as categoricals), sorts by (cluster, bundle, snapshot id, broker),
   numbers each bundle's samples from the newest (groupby cumcount), applies the same closed-form weights
@@ -44,11 +44,13 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
 from planner.samples.dataset import BROKER_SCHEMA, BUNDLE_SCHEMA
+from planner.samples.reports import SnapshotReports
 from spark_jobs.plan_job import (
     LONG_SAMPLES,
     RATE_COLUMNS,
     SHORT_SAMPLES,
     Averaging,
+    ReportPositions,
     bundle_averages,
     read_table,
 )
@@ -169,15 +171,29 @@ def dataset(
     return root, samples
 
 
-def spark_bundle_averages(spark: SparkSession, root: Path) -> DataFrame:
-    """Spark's averages as the job computes them, from the bundles and brokers tables."""
+def store_reports(brokers: int, snapshots: int, minutes_apart: int = 1) -> dict[str, SnapshotReports]:
+    """What the store records of a generated history, as a plan run takes it: every snapshot, and the snapshots
+    whose report of the first broker is missing."""
+    snapshot = np.arange(snapshots)
+    start = int(T0.timestamp() * 1000)
+    lacking = snapshot[~reported(snapshot, np.zeros_like(snapshot))]
+    return {
+        "bench": SnapshotReports(
+            snapshots=[(int(s) + 1, start + int(s) * 60_000 * minutes_apart) for s in snapshot],
+            missing={str(broker_names(brokers)[0]): [int(s) + 1 for s in lacking]},
+        )
+    }
+
+
+def spark_bundle_averages(spark: SparkSession, root: Path, reports: dict[str, SnapshotReports]) -> DataFrame:
+    """Spark's averages as the job computes them, from the bundles table and the store's record of the reports."""
     frame = read_table(spark, root, "bundles", ["bench"], AS_OF)
-    return bundle_averages(frame, Averaging(), AS_OF, read_table(spark, root, "brokers", ["bench"], AS_OF))
+    return bundle_averages(frame, Averaging(), AS_OF, ReportPositions.of_reports(reports))
 
 
-def spark_averages(spark: SparkSession, root: Path) -> float:
+def spark_averages(spark: SparkSession, root: Path, reports: dict[str, SnapshotReports]) -> float:
     started = time.perf_counter()
-    spark_bundle_averages(spark, root).write.format("noop").mode("overwrite").save()
+    spark_bundle_averages(spark, root, reports).write.format("noop").mode("overwrite").save()
     return time.perf_counter() - started
 
 
@@ -215,9 +231,11 @@ def load_average() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
-def largest_difference(spark: SparkSession, root: Path, expected: pd.DataFrame) -> float:
+def largest_difference(
+    spark: SparkSession, root: Path, reports: dict[str, SnapshotReports], expected: pd.DataFrame
+) -> float:
     """The largest relative difference between Spark's and pandas' averages (untimed cross-check)."""
-    got = spark_bundle_averages(spark, root).toPandas()
+    got = spark_bundle_averages(spark, root, reports).toPandas()
     both = expected.merge(got, on=["cluster", "bundle"], suffixes=("_pandas", "_spark"), validate="1:1")
     assert len(both) == len(expected) == len(got)
     worst = 0.0
@@ -241,19 +259,20 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The JVM starts with the session: its heap can only be set this way from an in-process session.
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--driver-memory {args.driver_memory} pyspark-shell")
-    data = [dataset(args.bundles, args.brokers, round(args.snapshots * f)) for f in factors]
+    sizes = [round(args.snapshots * f) for f in factors]
+    data = [(*dataset(args.bundles, args.brokers, size), store_reports(args.brokers, size)) for size in sizes]
     print(f"machine before: {load_average()}")
     spark = spark_session("local[2]", "bench-averages")
     rows = []
     try:
-        for root, samples in data:
-            warm_up_time = spark_averages(spark, root)  # JIT, file listing
-            spark_time = spark_averages(spark, root)
+        for root, samples, reports in data:
+            warm_up_time = spark_averages(spark, root, reports)  # JIT, file listing
+            spark_time = spark_averages(spark, root, reports)
             print(f"  Spark warm-up run {warm_up_time:.1f} s, timed run {spark_time:.1f} s", flush=True)
             pandas_time = None
             if samples <= args.pandas_max_samples:
                 pandas_time, expected = pandas_averages(root)
-                difference = largest_difference(spark, root, expected)
+                difference = largest_difference(spark, root, reports, expected)
                 del expected
             rows.append((samples, spark_time, pandas_time))
             if pandas_time is None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import operator
 import sys
 from collections.abc import Mapping, Sequence
@@ -38,6 +39,7 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
@@ -53,19 +55,23 @@ from planner.samples.averages_state import (
     AveragesState,
     StateChoice,
     choose_state,
+    parse_duration,
     write_state,
 )
+from planner.samples.reports import SnapshotReports
 from spark_jobs.session import spark_session
 
 if TYPE_CHECKING:
     from planner.plan.document import JobResult
 
-# A chunk is 2**CHUNK_BITS consecutive snapshot ids: one 64-bit mask says which of them a bundle has rows in.
-CHUNK_BITS = 6
-CHUNK_SIZE = 1 << CHUNK_BITS
 HORIZONS = (("short", SHORT_SAMPLES), ("long", LONG_SAMPLES))
-# Chunks whose rows are ranked one by one are joined to their rows by broadcast up to this many (~100 MB).
-BROADCAST_MOST_CHUNKS = 2_000_000
+# A segment's decayed sums are rescaled by (1 - 1/N)^-later: exact while that factor's inverse stays a normal double
+# with room to spare (10^-250), and a segment whose weight is below 10^-330 adds nothing a double can hold.
+SAFE_DECADES = 250.0
+GONE_DECADES = 330.0
+# Rows read again are chosen by date partition and snapshot id ranges (Parquet statistics skip the other files of a
+# date); past this many ranges, one range from the first to the last.
+MOST_RANGES = 32
 # Besides the averages, per bundle: what the next run folds onto them (`planner.samples.averages_state`).
 FOLD_COLUMNS = ("samples", "last_snapshot_id", "last_taken_millis")
 JSON_NAMES = {
@@ -92,14 +98,6 @@ class Averaging:
             raise ValueError(f"averaging {text!r}: expected 'pulsar' or 'window:SHORT,LONG' such as window:1h,1d")
         short, long = (parse_duration(span) for span in spans.split(","))
         return cls("window", short, long)
-
-
-def parse_duration(text: str) -> timedelta:
-    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-    text = text.strip()
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise ValueError(f"duration {text!r}: expected a number and one of s, m, h, d (e.g. 30m, 7d)")
-    return timedelta(**{units[text[-1]]: int(text[:-1])})
 
 
 def read_table(
@@ -148,139 +146,318 @@ def _sample_count_weight(count: F.Column, rank: F.Column, samples: int) -> F.Col
     )
 
 
-def _report_key(chunk: F.Column) -> F.Column:
-    """One long for (cluster, broker, chunk): a join on it took half the per-row time of one on the three."""
-    return F.xxhash64("cluster", "broker", chunk)
+@dataclass(frozen=True, slots=True)
+class _Reread:
+    """Rows to read again: snapshot ids from `first` to `last`, taken from `since` to `until` (epoch millis)."""
+
+    first: int
+    last: int
+    since: int
+    until: int
 
 
-def broker_presence(brokers: DataFrame) -> DataFrame:
-    """Per `report_key` (a broker's chunk): a bit mask of the snapshot ids the broker's load report is in.
+@dataclass(frozen=True)
+class ReportPositions:
+    """Where each load report stands among its broker's reports within the history window, so that a bundle's
+    samples can be weighted by their position without being sorted.
 
-    Should two keys collide, their masks merge. That cannot make an average wrong: a mask only decides which
-    chunks the sums settle, and they settle only where the mask agrees with the bundle's own rows (see
-    `_chunk_terms`), whatever mask it is; other chunks are ranked row by row.
+    `table` rows, per report key (`report_key`: the cluster, the reporter and the snapshot id in one long, which
+    Spark joins on by a hash of longs): `position` (0: the oldest), `later` (the reports after it) and per horizon
+    `<prefix>_decay`: (1 - 1/N)^later, or for the first N positions (1 - 1/N)^(n - N) where n is the reporter's
+    count, the weight of a sample among the oldest N of a bundle reported from the first report on. The brokers
+    never missing from a snapshot of their cluster share the cluster's positions (reporter 0); each other broker
+    (`irregular`: per cluster, its reporter number) has its own. `reports` per (cluster, reporter number): its
+    snapshot ids and times (epoch millis), by position.
+
+    Placing a broker's rows by the cluster's positions is never wrong, only slower: a segment with a snapshot its
+    broker missed spans more positions than it has rows, and is ranked (`_segment_terms`).
     """
-    chunk = F.shiftright("snapshot_id", CHUNK_BITS)
-    return brokers.groupBy(_report_key(chunk).alias("report_key")).agg(
-        F.bit_or(F.expr(f"shiftleft(1L, snapshot_id & {CHUNK_SIZE - 1})")).alias("reported")
-    )
 
+    table: pa.Table
+    clusters: Mapping[str, int]
+    irregular: Mapping[str, Mapping[str, int]]
+    reports: Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]]
 
-def _decay_factors(samples: int, exponent: F.Column) -> F.Column:
-    """(1 - 1/samples)^exponent for an exponent in 0..63, from a table: Spark's pow is StrictMath's, which took
-    a third of the full read's time."""
-    return F.get(F.array(*[F.lit((1 - 1 / samples) ** k) for k in range(CHUNK_SIZE)]), exponent)
+    # Bits of the report key: snapshot ids below 2^40, up to 2^12 - 1 irregular brokers per cluster (more share the
+    # cluster's positions), up to 2^11 - 1 clusters.
+    ID_BITS, REPORTER_BITS, CLUSTER_BITS = 40, 12, 11
 
+    @classmethod
+    def of_reports(cls, clusters: Mapping[str, SnapshotReports]) -> ReportPositions:
+        if len(clusters) >= 1 << cls.CLUSTER_BITS:
+            raise ValueError(f"{len(clusters)} clusters in one job: at most {(1 << cls.CLUSTER_BITS) - 1}")
+        numbers = {cluster: number for number, cluster in enumerate(sorted(clusters), start=1)}
+        parts, irregular, reports = [cls._rows(0, np.empty(0, np.int64))], {}, {}
+        for cluster, known in sorted(clusters.items()):
+            ids = np.array([snapshot for snapshot, _ in known.snapshots], dtype=np.int64)
+            taken = np.array([millis for _, millis in known.snapshots], dtype=np.int64)
+            keyed = ids < 1 << cls.ID_BITS  # rows of larger ids go unplaced (ranked)
+            ids, taken = ids[keyed], taken[keyed]
+            reports[(cluster, 0)] = (ids, taken)
+            missing = sorted(broker for broker, snapshots in known.missing.items() if snapshots)
+            irregular[cluster] = dict(zip(missing[: (1 << cls.REPORTER_BITS) - 1], itertools.count(1), strict=False))
+            for broker, reporter in irregular[cluster].items():
+                kept = ~np.isin(ids, known.missing[broker])
+                reports[(cluster, reporter)] = (ids[kept], taken[kept])
+            parts += [
+                cls._rows(cls._key_prefix(numbers[cluster], reporter), ids)
+                for (of, reporter), (ids, _) in reports.items()
+                if of == cluster
+            ]
+        return cls(pa.concat_tables(parts), numbers, irregular, reports)
 
-def _chunk_sums(bundles: DataFrame, presence: DataFrame | None) -> DataFrame:
-    """Pass 1, the only full read: per (cluster, bundle, chunk of 64 snapshot ids), the row count, a bit mask
-    of the ids with rows, the newest row's topics, and per rate the plain sum and, per horizon, the sum
-    weighted by (1 - 1/N)^k, where k counts the snapshot ids above the row that the row's broker reported in.
+    @classmethod
+    def _key_prefix(cls, cluster: int, reporter: int) -> int:
+        return (cluster << (cls.REPORTER_BITS + cls.ID_BITS)) | (reporter << cls.ID_BITS)
 
-    Where the bundle has a row in every snapshot its broker reported in between the chunk's oldest and
-    newest row, k is the row's rank within the chunk plus a constant, so the weighted sum is exact.
-    `reported` is the broker's report mask, the same for every row when one broker reported them all
-    (min = max).
-    """
-    keyed = bundles.withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS)).withColumn(
-        "offset", F.col("snapshot_id").bitwiseAND(CHUNK_SIZE - 1)
-    )
-    if presence is None:  # as if every broker reported in every snapshot
-        keyed = keyed.withColumn("reported", F.lit(-1).cast("long"))
-    else:  # 0 where the brokers table lacks the report
-        keyed = (
-            keyed.withColumn("report_key", _report_key(F.col("chunk")))
-            .join(F.broadcast(presence), "report_key", "left")
-            .withColumn("reported", F.coalesce("reported", F.lit(0).cast("long")))
+    @classmethod
+    def _rows(cls, key_prefix: int, snapshots: np.ndarray) -> pa.Table:
+        position = np.arange(len(snapshots), dtype=np.int64)
+        later = len(snapshots) - 1 - position
+        columns = {
+            "report_key": pa.array(snapshots | key_prefix),
+            "position": pa.array(position),
+            "later": pa.array(later),
+        }
+        for prefix, samples in HORIZONS:
+            # The first N weigh as the oldest N samples of a bundle in every report do: (1 - 1/N)^(n - N).
+            exponent = np.where(position < samples, len(snapshots) - samples, later)
+            columns[f"{prefix}_decay"] = pa.array(np.power(1 - 1 / samples, exponent.astype(np.float64)))
+        return pa.table(columns)
+
+    def report_key(self) -> F.Column:
+        """Per row with `cluster`, `broker` and `snapshot_id`: the key its report's position is found by."""
+        cluster, reporter = F.lit(0), F.lit(0)
+        for name, number in self.clusters.items():
+            of_cluster = F.col("cluster") == F.lit(name)
+            cluster = F.when(of_cluster, F.lit(number)).otherwise(cluster)
+            for broker, index in self.irregular.get(name, {}).items():
+                reporter = F.when(of_cluster & (F.col("broker") == F.lit(broker)), F.lit(index)).otherwise(reporter)
+        everyone = sorted({broker for brokers in self.irregular.values() for broker in brokers})
+        if everyone:  # one hash lookup for the rows of the other brokers, not a comparison per irregular broker
+            reporter = F.when(F.col("broker").isin(everyone), reporter).otherwise(F.lit(0))
+        prefix = F.shiftleft(cluster.cast("long"), self.REPORTER_BITS + self.ID_BITS).bitwiseOR(
+            F.shiftleft(reporter.cast("long"), self.ID_BITS)
         )
-    # Two shifts: a Java shift by 64 is a shift by 0.
-    reported_above = F.expr("bit_count(shiftrightunsigned(shiftrightunsigned(reported, offset), 1))")
-    keyed = keyed.withColumn("reported_above", reported_above)
+        snapshot = F.col("snapshot_id")
+        return F.when(snapshot.between(0, (1 << self.ID_BITS) - 1), prefix.bitwiseOR(snapshot))
+
+    def span(self, cluster: str, broker: str, first: int, last: int) -> _Reread:
+        """The snapshot ids and times of the broker's reports at positions `first` to `last`."""
+        ids, taken = self.reports[(cluster, self.irregular.get(cluster, {}).get(broker, 0))]
+        times = taken[first : last + 1]
+        return _Reread(int(ids[first]), int(ids[last]), int(times.min()), int(times.max()))
+
+
+def read_reports(
+    samples: str | Path,
+    clusters: Sequence[str],
+    after: datetime,
+    as_of: datetime,
+    excluded: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, SnapshotReports]:
+    """Per cluster, its load reports taken after `after`, up to `as_of`, from the brokers table of the samples
+    dataset at `samples`: three columns of a small file per snapshot, read on the driver. (The store knows the
+    same, and the plan runs take it from there: `planner.collect.collector.snapshot_reports`.)"""
+    from planner.samples.dataset import read_dataset
+
+    return {
+        cluster: SnapshotReports.from_brokers_table(
+            read_dataset(
+                storage.to_uri(samples),
+                "brokers",
+                cluster,
+                after=after,
+                until=as_of,
+                exclude=(excluded or {}).get(cluster, ()),
+                columns=("snapshot_id", "taken_at", "broker"),
+            )
+        )
+        for cluster in clusters
+    }
+
+
+def _rows_of(frame: DataFrame, rereads: Sequence[_Reread]) -> DataFrame:
+    """The rows of `frame` within the id ranges, read from the date partitions they span only; with more than
+    `MOST_RANGES` ranges after merging, from the first to the last."""
+    merged: list[_Reread] = []
+    for reread in sorted(rereads, key=lambda r: r.first):
+        if merged and reread.first <= merged[-1].last + 1:
+            last = merged[-1]
+            merged[-1] = _Reread(
+                last.first, max(last.last, reread.last), min(last.since, reread.since), max(last.until, reread.until)
+            )
+        else:
+            merged.append(reread)
+    if len(merged) > MOST_RANGES:
+        merged = [
+            _Reread(
+                merged[0].first,
+                max(r.last for r in merged),
+                min(r.since for r in merged),
+                max(r.until for r in merged),
+            )
+        ]
+
+    def day(millis: int) -> str:
+        return datetime.fromtimestamp(millis / 1000, UTC).date().isoformat()
+
+    conditions = [
+        F.col("date").between(day(r.since), day(r.until)) & F.col("snapshot_id").between(r.first, r.last)
+        for r in merged
+    ]
+    return frame.where(reduce(operator.or_, conditions))
+
+
+def _placed(bundles: DataFrame, positions: ReportPositions) -> DataFrame:
+    """The bundle rows with their report's `position`, `later` and decays (null where the positions lack it)."""
+    table = bundles.sparkSession.createDataFrame(positions.table)
+    return bundles.withColumn("report_key", positions.report_key()).join(F.broadcast(table), "report_key", "left")
+
+
+# A row without a position gets this one: far from every other, its segment's positions span more than its rows.
+UNPLACED = -(1 << 40)
+
+
+def _segment_sums(placed: DataFrame) -> DataFrame:
+    """Pass 1, the only full read: per segment (the rows of one bundle its broker reported), the row count, the
+    first and last position and the newest row's `later`, the ids and times of the oldest and newest row, the
+    newest row's topics, and per rate the plain sum and per horizon the sum weighted by each row's decay."""
+    position = F.coalesce(F.col("position"), F.lit(UNPLACED))
     aggregations = [
         F.count(F.lit(1)).alias("rows"),
-        F.bit_or(F.expr("shiftleft(1L, offset)")).alias("mask"),
-        F.max("offset").alias("highest"),
-        F.min("reported").alias("reported"),
-        F.max("reported").alias("reported_max"),
+        F.min(position).alias("first_position"),
+        F.max(position).alias("last_position"),
+        F.min("later").alias("newest_later"),
+        F.min("snapshot_id").alias("oldest_id"),
+        F.max("snapshot_id").alias("newest_id"),
         F.max_by("topics", "snapshot_id").alias("topics"),
+        F.min("taken_at").alias("oldest_taken"),
         F.max("taken_at").alias("newest_taken"),
         *[F.sum(c).alias(f"plain_{c}") for c in RATE_COLUMNS],
     ]
-    for prefix, samples in HORIZONS:
-        # A column of its own: computed once per row, not once per rate.
-        keyed = keyed.withColumn(f"{prefix}_decay", _decay_factors(samples, F.col("reported_above")))
-        decay = F.col(f"{prefix}_decay")
-        aggregations += [F.sum(F.col(c) * decay).alias(f"{prefix}_decayed_{c}") for c in RATE_COLUMNS]
-    return keyed.groupBy("cluster", "bundle", "chunk").agg(*aggregations)
-
-
-def _chunk_terms(chunks: DataFrame) -> DataFrame:
-    """Each chunk's share of its bundle's averages, where its sums determine it; `needs_rows` marks the
-    chunks whose rows must be ranked one by one (see `bundle_averages`)."""
-    by_bundle = Window.partitionBy("cluster", "bundle")
-    newer_chunks = by_bundle.orderBy(F.col("chunk").desc()).rowsBetween(Window.unboundedPreceding, -1)
-    chunks = chunks.withColumn("newer", F.coalesce(F.sum("rows").over(newer_chunks), F.lit(0))).withColumn(
-        "count", F.sum("rows").over(by_bundle)
-    )
-    distinct_ids = F.col("rows") == F.bit_count("mask")
-    # The ids from the oldest row's (the mask's lowest bit, -(mask & -mask) being it and all above) to the newest.
-    span = F.expr("shiftrightunsigned(-1L, 63 - highest) & -(mask & -mask)")
-    # Every snapshot the broker reported in, from the oldest row to the newest, has one row: no gaps.
-    exact = (
-        distinct_ids
-        & (F.col("reported") == F.col("reported_max"))
-        & (F.col("mask") == F.col("reported").bitwiseAND(span))
-    )
-    reported_after_newest = F.expr("bit_count(shiftrightunsigned(shiftrightunsigned(reported, highest), 1))")
-    needs_rows = ~distinct_ids  # two rows for one snapshot id: their order is by broker
-    terms = []
-    for prefix, samples in HORIZONS:
-        alpha, threshold = 1.0 / samples, F.col("count") - samples
-        # The oldest `samples` rows, or all of a bundle with fewer, weigh the same.
-        uniform = (F.col("count") <= samples) | (F.col("newer") >= threshold)
-        decayed = F.col("newer") + F.col("rows") <= threshold
-        needs_rows = needs_rows | ~(uniform | (decayed & exact))
-        uniform_weight = _sample_count_weight(F.col("count"), F.col("count"), samples)  # an oldest row's
-        decay = alpha * F.pow(F.lit(1 - alpha), F.col("newer") - reported_after_newest)
-        terms += [
-            F.when(uniform, uniform_weight * F.col(f"plain_{c}"))
-            .otherwise(decay * F.col(f"{prefix}_decayed_{c}"))
-            .alias(f"{prefix}_{c}")
-            for c in RATE_COLUMNS
+    for prefix, _ in HORIZONS:
+        aggregations += [
+            F.sum(F.col(c) * F.col(f"{prefix}_decay")).alias(f"{prefix}_decayed_{c}") for c in RATE_COLUMNS
         ]
-        terms.append(F.least(F.col("count"), F.lit(samples)).alias(f"{prefix}_samples"))
-    return chunks.select(
+    return placed.groupBy("cluster", "bundle", "broker").agg(*aggregations)
+
+
+def _segment_terms(segments: DataFrame) -> DataFrame:
+    """Per segment, in its bundle's replay order, how each horizon's average follows from its sums (`how_<prefix>`)
+    and the inputs of that: the rows `newer` than it, the bundle's `count`, and `cut_<prefix>`.
+
+    With m rows in the bundle, the sample r places from the newest weighs 1/m when m <= N, else (1/N)(1 - 1/N)^r
+    for the newest m - N and (1 - 1/N)^(m - N) / N for the oldest N. Where the segments do not interleave, a
+    segment's rows have r = newer + (their rank within it); where the segment also has a row in every report of
+    its reporter from its first row to its last (`exact`), that rank is the row's `later` less the newest row's,
+    so its decayed sum, rescaled, is its share. How:
+    - `small`: m <= N; `uniform`: all its rows among the oldest N; `gone`: its weight is below a double's range;
+    - `decayed`: none of its rows among the oldest N, and none among its reporter's first N (exact);
+    - `first`: the bundle's oldest segment, from its reporter's first report on (exact): its rows at the first N
+      positions are the bundle's oldest N, and their decays are the oldest N's weight (`ReportPositions`), so
+      its decayed sum, rescaled, is its share too;
+    - `cut`: its rows up to position `cut_<prefix>` are among the oldest N, the rest not, and that position is
+      past its reporter's first N (exact; the rows up to it are summed by a second read);
+    - `ranked`: none of these: the bundle's rows are ranked by a sort.
+    """
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newest_first = by_bundle.orderBy(F.col("newest_id").desc(), F.col("broker").desc())
+    newer_rows = F.sum("rows").over(newest_first.rowsBetween(Window.unboundedPreceding, -1))
+    segments = (
+        segments.withColumn("newer", F.coalesce(newer_rows, F.lit(0)))
+        .withColumn("count", F.sum("rows").over(by_bundle))
+        .withColumn("newer_oldest_id", F.lag("oldest_id").over(newest_first))
+        .withColumn("newer_broker", F.lag("broker").over(newest_first))
+    )
+    in_order = (
+        F.col("newer_oldest_id").isNull()
+        | (F.col("newer_oldest_id") > F.col("newest_id"))
+        | ((F.col("newer_oldest_id") == F.col("newest_id")) & (F.col("newer_broker") > F.col("broker")))
+    )
+    exact = F.col("rows") == F.col("last_position") - F.col("first_position") + 1
+    columns = []
+    for prefix, samples in HORIZONS:
+        decades = -math.log10(1 - 1 / samples)
+        threshold = F.col("count") - samples
+        newer, rows = F.col("newer"), F.col("rows")
+        exact_and_safe = exact & (F.col("newest_later") * decades <= SAFE_DECADES)
+        first_position = F.col("first_position")
+        # The segment's rows among the bundle's oldest N are its oldest, up to this position.
+        cut = first_position + newer + rows - threshold - 1
+        how = (
+            F.when(F.col("count") <= samples, "small")
+            .when(~in_order, "ranked")
+            .when(newer >= threshold, "uniform")
+            .when(newer * decades >= GONE_DECADES, "gone")
+            .when(~exact_and_safe, "ranked")
+            .when((newer + rows <= threshold) & (first_position >= samples), "decayed")
+            .when((newer + rows == F.col("count")) & (first_position == 0), "first")
+            .when((newer + rows > threshold) & (cut >= samples - 1), "cut")
+            .otherwise("ranked")
+        )
+        columns += [how.alias(f"how_{prefix}"), cut.alias(f"cut_{prefix}")]
+    return segments.select("*", *columns)
+
+
+def _shares(terms: DataFrame, cut_sums: DataFrame | None) -> DataFrame:
+    """Each settled segment's share of its bundle's averages, per horizon and rate (`cut_sums` completing the cut
+    ones: per segment, horizon and rate, `<prefix>_cut_plain_<rate>` and `<prefix>_cut_decayed_<rate>`)."""
+    if cut_sums is not None:
+        terms = terms.join(cut_sums, ["cluster", "bundle", "broker"], "left")
+    count, newer = F.col("count"), F.col("newer")
+    shares = []
+    for prefix, samples in HORIZONS:
+        how = F.col(f"how_{prefix}")
+        oldest = F.pow(F.lit(1 - 1 / samples), count - samples) / samples  # the weight of each of the oldest N
+        rescale = F.pow(F.lit(1 - 1 / samples), newer - F.col("newest_later")) / samples
+        for c in RATE_COLUMNS:
+            plain, decayed = F.col(f"plain_{c}"), F.col(f"{prefix}_decayed_{c}")
+            share = (
+                F.when(how == "small", plain / count)
+                .when(how == "uniform", oldest * plain)
+                .when(how == "gone", F.lit(0.0))
+                .when((how == "decayed") | (how == "first"), rescale * decayed)
+            )
+            if cut_sums is not None:
+                cut_plain, cut_decayed = F.col(f"{prefix}_cut_plain_{c}"), F.col(f"{prefix}_cut_decayed_{c}")
+                share = share.when(how == "cut", rescale * (decayed - cut_decayed) + oldest * cut_plain)
+            shares.append(share.alias(f"{prefix}_{c}"))
+    return terms.select(
         "cluster",
         "bundle",
-        "chunk",
-        "newer",
-        "count",
-        needs_rows.alias("needs_rows"),
-        F.when(F.col("newer") == 0, F.col("topics")).alias("topics"),
-        *terms,
-        F.col("count").alias("samples"),
-        (F.shiftleft("chunk", CHUNK_BITS) + F.col("highest")).alias("last_snapshot_id"),
+        F.when(newer == 0, F.col("topics")).alias("topics"),
+        *shares,
+        F.least(count, F.lit(SHORT_SAMPLES)).alias("short_samples"),
+        F.least(count, F.lit(LONG_SAMPLES)).alias("long_samples"),
+        count.alias("samples"),
+        F.col("newest_id").alias("last_snapshot_id"),
         F.unix_millis("newest_taken").alias("last_taken_millis"),
     )
 
 
-def _snapshot_ranges(chunk_ids: Sequence[int], most: int = 32) -> F.Column:
-    """A filter on snapshot_id for the chunks, as ranges Parquet row-group statistics can skip files by."""
-    ranges: list[list[int]] = []
-    for chunk in sorted(chunk_ids):
-        if ranges and chunk == ranges[-1][1] + 1:
-            ranges[-1][1] = chunk
-        else:
-            ranges.append([chunk, chunk])
-    if len(ranges) > most:
-        ranges = [[ranges[0][0], ranges[-1][1]]]
-    snapshot = F.col("snapshot_id")
-    conditions = [snapshot.between(first << CHUNK_BITS, ((last + 1) << CHUNK_BITS) - 1) for first, last in ranges]
-    return reduce(operator.or_, conditions)
+def _cut_sums(placed: DataFrame, cuts: DataFrame, rereads: Sequence[_Reread]) -> DataFrame:
+    """Pass 2 for the cut segments (`cuts`: their keys and `cut_<prefix>` positions, null where not cut): per
+    horizon, the plain and decayed sums of their rows up to the cut, read from the files of `rereads` only."""
+    rows = _rows_of(placed, rereads).join(F.broadcast(cuts), ["cluster", "bundle", "broker"])
+    aggregations = []
+    for prefix, _ in HORIZONS:
+        inside = F.col("position") <= F.col(f"cut_{prefix}")
+        decayed = F.col(f"{prefix}_decay")
+        aggregations += [F.sum(F.when(inside, F.col(c))).alias(f"{prefix}_cut_plain_{c}") for c in RATE_COLUMNS]
+        aggregations += [
+            F.sum(F.when(inside, F.col(c) * decayed)).alias(f"{prefix}_cut_decayed_{c}") for c in RATE_COLUMNS
+        ]
+    return rows.groupBy("cluster", "bundle", "broker").agg(*aggregations)
 
 
-def _sample_count_averages(ranked: DataFrame) -> DataFrame:
-    """Per (cluster, bundle), from rows with their bundle's row `count` and their `rank` (0 = newest)."""
+def _ranked_averages(bundles: DataFrame) -> DataFrame:
+    """The averages (`AVERAGED_COLUMNS`) of every bundle in `bundles` from its rows ranked by a sort."""
+    by_bundle = Window.partitionBy("cluster", "bundle")
+    newest_first = by_bundle.orderBy(F.col("snapshot_id").desc(), F.col("broker").desc())
+    ranked = bundles.withColumn("count", F.count(F.lit(1)).over(by_bundle)).withColumn(
+        "rank", F.row_number().over(newest_first) - 1
+    )
     # The weights in a projection first: computed once per row, not once per averaged column.
     weights = [
         _sample_count_weight(F.col("count"), F.col("rank"), samples).alias(f"{prefix}_weight")
@@ -291,22 +468,40 @@ def _sample_count_averages(ranked: DataFrame) -> DataFrame:
         weight = F.col(f"{prefix}_weight")
         aggregations += [F.sum(weight * F.col(c)).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
         aggregations.append(F.least(F.max("count"), F.lit(samples)).alias(f"{prefix}_samples"))
-    return (
-        ranked.select("cluster", "bundle", "count", "rank", "topics", *RATE_COLUMNS, *weights)
-        .groupBy("cluster", "bundle")
-        .agg(*aggregations)
+    aggregations += [
+        F.max("count").alias("samples"),
+        F.max("snapshot_id").alias("last_snapshot_id"),
+        F.unix_millis(F.max("taken_at")).alias("last_taken_millis"),
+    ]
+    columns = ("snapshot_id", "taken_at", "count", "rank", "topics", *RATE_COLUMNS)
+    return ranked.select("cluster", "bundle", *columns, *weights).groupBy("cluster", "bundle").agg(*aggregations)
+
+
+AVERAGED_COLUMNS = ("topics", *AVERAGE_COLUMNS, "short_samples", "long_samples", *FOLD_COLUMNS)
+
+
+def _add_up(parts: DataFrame) -> DataFrame:
+    """Per bundle, its segments' shares summed (the other columns are the newest segment's or the bundle's)."""
+    return parts.groupBy("cluster", "bundle").agg(
+        *[F.sum(c).alias(c) for c in AVERAGE_COLUMNS],
+        *[F.max(c).alias(c) for c in AVERAGED_COLUMNS if c not in AVERAGE_COLUMNS],
     )
 
 
-def bundle_averages(
-    bundles: DataFrame, averaging: Averaging, as_of: datetime, brokers: DataFrame | None = None
-) -> DataFrame:
-    """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count.
+def _millis(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
 
-    Samples are in the order the collector replays them: by snapshot id, then broker (a bundle two
-    brokers reported in one snapshot gets two samples). `brokers` (the brokers table) says which
-    snapshots each broker reported in, so that a snapshot without its broker's report is no gap.
-    Also per bundle: its sample count and newest sample's id and time (`FOLD_COLUMNS`).
+
+def bundle_averages(
+    bundles: DataFrame, averaging: Averaging, as_of: datetime, positions: ReportPositions | None = None
+) -> DataFrame:
+    """Per (cluster, bundle): short- and long-term averages, sample counts and the latest topic count, and what
+    the next run folds onto them (`FOLD_COLUMNS`: the sample count, the newest sample's id and time).
+
+    Samples are in the order the collector replays them: by snapshot id, then broker (a bundle two brokers
+    reported in one snapshot gets two samples). `positions` (of the reports within the same window as `bundles`)
+    place each row among its broker's reports, so that one read sums the rows per segment, and a second reads
+    only the rows `_segment_terms` finds those sums do not settle. Without positions, every row is ranked.
     """
     if averaging.mode != "pulsar":
         aggregations = [
@@ -320,42 +515,53 @@ def bundle_averages(
             aggregations += [F.avg(F.when(inside, F.col(c))).alias(f"{prefix}_{c}") for c in RATE_COLUMNS]
             aggregations.append(F.count(F.when(inside, F.lit(1))).alias(f"{prefix}_samples"))
         return bundles.groupBy("cluster", "bundle").agg(*aggregations)
+    if positions is None:
+        return _ranked_averages(bundles)
 
-    presence = broker_presence(brokers) if brokers is not None else None
-    # Small (about one row per bundle and 64 snapshots): materialised once for its three uses.
-    terms = _chunk_terms(_chunk_sums(bundles, presence)).localCheckpoint()
-    columns = ["topics", *AVERAGE_COLUMNS, "short_samples", "long_samples", *FOLD_COLUMNS]
-
-    def add_up(parts: DataFrame) -> DataFrame:
-        return parts.groupBy("cluster", "bundle").agg(
-            *[F.sum(c).alias(c) for c in AVERAGE_COLUMNS],
-            *[F.max(c).alias(c) for c in columns if c not in AVERAGE_COLUMNS],
+    placed = _placed(bundles, positions)
+    # Small (a row per bundle and broker that reported it): materialised once for its uses below.
+    hows = [F.col(f"how_{prefix}") for prefix, _ in HORIZONS]
+    ranked_bundle = F.max(reduce(operator.or_, [how == "ranked" for how in hows])).over(
+        Window.partitionBy("cluster", "bundle")
+    )
+    terms = _segment_terms(_segment_sums(placed)).withColumn("ranked", ranked_bundle).localCheckpoint()
+    settled = terms.where(~F.col("ranked"))
+    cut_columns = [F.when(F.col(f"how_{p}") == "cut", F.col(f"cut_{p}")).alias(f"cut_{p}") for p, _ in HORIZONS]
+    cuts = settled.where(reduce(operator.or_, [how == "cut" for how in hows])).select(
+        "cluster", "bundle", "broker", "first_position", *cut_columns
+    )
+    cut_rows = cuts.collect()
+    cut_sums = None
+    if cut_rows:
+        rereads = [
+            positions.span(
+                row["cluster"],
+                row["broker"],
+                row["first_position"],
+                max(row[f"cut_{p}"] for p, _ in HORIZONS if row[f"cut_{p}"] is not None),
+            )
+            for row in cut_rows
+        ]
+        cut_sums = _cut_sums(placed, cuts.drop("first_position"), rereads)
+    parts = [_shares(settled, cut_sums)]
+    needed = (
+        terms.where("ranked")
+        .groupBy("cluster", "bundle")
+        .agg(
+            F.min("oldest_id").alias("oldest_id"),
+            F.max("newest_id").alias("newest_id"),
+            F.min("oldest_taken").alias("oldest_taken"),
+            F.max("newest_taken").alias("newest_taken"),
         )
-
-    # Added up per bundle before the union: the window left each bundle's chunks in one partition, so the last
-    # shuffle carries a row per bundle, not one per chunk. Chunks ranked row by row add nothing to the averages
-    # here, but their sample counts and newest ids.
-    settled = [F.when(~F.col("needs_rows"), F.col(c)).alias(c) for c in ("topics", *AVERAGE_COLUMNS)]
-    parts = [add_up(terms.select("cluster", "bundle", *settled, "short_samples", "long_samples", *FOLD_COLUMNS))]
-    needed = terms.where("needs_rows").select("cluster", "bundle", "chunk", "newer", "count")
-    chunks_per_id = {row["chunk"]: row["count"] for row in needed.groupBy("chunk").count().collect()}
-    if chunks_per_id:
-        # Pass 2, over the files holding those chunks only: rank their rows by a sort within each chunk.
-        if sum(chunks_per_id.values()) <= BROADCAST_MOST_CHUNKS:
-            needed = F.broadcast(needed)
-        rows = (
-            bundles.where(_snapshot_ranges(list(chunks_per_id)))
-            .withColumn("chunk", F.shiftright("snapshot_id", CHUNK_BITS))
-            .join(needed, ["cluster", "bundle", "chunk"])
-        )
-        within_chunk = Window.partitionBy("cluster", "bundle", "chunk").orderBy(
-            F.col("snapshot_id").desc(), F.col("broker").desc()
-        )
-        ranked = rows.withColumn("rank", F.col("newer") + F.row_number().over(within_chunk) - 1)
-        no_fold_columns = [F.lit(None).cast("long").alias(c) for c in FOLD_COLUMNS]
-        averaged_columns = [c for c in columns if c not in FOLD_COLUMNS]
-        parts.append(_sample_count_averages(ranked).select("cluster", "bundle", *averaged_columns, *no_fold_columns))
-    return add_up(reduce(DataFrame.unionByName, parts))
+    )
+    rereads = [
+        _Reread(row["oldest_id"], row["newest_id"], _millis(row["oldest_taken"]), _millis(row["newest_taken"]))
+        for row in needed.collect()
+    ]
+    if rereads:
+        rows = _rows_of(bundles, rereads).join(F.broadcast(needed.select("cluster", "bundle")), ["cluster", "bundle"])
+        parts.append(_ranked_averages(rows))
+    return _add_up(reduce(DataFrame.unionByName, parts))
 
 
 def _fold_weights(samples: int, stored: F.Column, new: F.Column, position: F.Column) -> tuple[F.Column, F.Column]:
@@ -636,7 +842,6 @@ def _of_snapshots(frame: DataFrame, snapshots: Mapping[str, tuple[int, datetime]
 def cluster_averages(
     spark: SparkSession,
     bundles: DataFrame,
-    brokers: DataFrame,
     samples: str,
     clusters: Sequence[str],
     averaging: Averaging,
@@ -644,10 +849,12 @@ def cluster_averages(
     history: timedelta,
     excluded: Mapping[str, Sequence[int]],
     recompute: bool = False,
+    reports: Mapping[str, SnapshotReports] | None = None,
 ) -> tuple[DataFrame, dict[str, StateChoice]]:
     """The clusters' bundle averages (`bundle_averages`' columns) from the `bundles` table up to `as_of`, and for
-    `pulsar` averaging each cluster's choice of state: folded onto it, or recomputed over `history` (with the
-    `brokers` table within it)."""
+    `pulsar` averaging each cluster's choice of state: folded onto it, or recomputed over `history` with the
+    cluster's load reports within it (`reports`, the store's, where given; else read from the samples dataset at
+    `samples`)."""
     choices: dict[str, StateChoice] = {}
     if averaging.mode == "pulsar":
         choices = _choose_states(bundles, samples, clusters, as_of, history, excluded, recompute)
@@ -657,7 +864,13 @@ def cluster_averages(
     if recomputed:
         of_recomputed = F.col("cluster").isin(recomputed)
         within = of_recomputed & (F.col("taken_at") > F.lit(as_of - history))
-        parts.append(bundle_averages(bundles.where(within), averaging, as_of, brokers.where(of_recomputed)))
+        positions = None
+        if averaging.mode == "pulsar":
+            known = {cluster: reports[cluster] for cluster in recomputed if cluster in (reports or {})}
+            unknown = [cluster for cluster in recomputed if cluster not in known]
+            known |= read_reports(samples, unknown, as_of - history, as_of, excluded)
+            positions = ReportPositions.of_reports(known)
+        parts.append(bundle_averages(bundles.where(within), averaging, as_of, positions))
     if folding:
         states = [
             spark.read.schema(_spark_ddl(STATE_SCHEMA))
@@ -686,7 +899,8 @@ def plan_clusters(
     """Plans for the clusters, keyed by cluster (the plan, the snapshot planned, and LoadData when asked).
 
     `inputs[cluster]` carries what the store knows: `state`, `settings` (Pulsar keys),
-    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`, `excludedSnapshots`. The job adds
+    `recentlyUnloadedBundles`, `namespaceBundleCounts`, `includeSplits`, `excludedSnapshots`, `reports` (the
+    published snapshots within `history` and who is missing from them: `SnapshotReports`). The job adds
     `usageModels`, fitted on the brokers' reports within `history`.
 
     `pulsar` averages fold the samples taken since the cluster's stored averages state onto it, or are
@@ -710,7 +924,20 @@ def plan_clusters(
     latest_brokers = _of_snapshots(brokers, latest)
     latest_stats = _of_snapshots(all_bundles, latest)
     averages, choices = cluster_averages(
-        spark, all_bundles, brokers, samples_uri, clusters, averaging, as_of, history, excluded, recompute_averages
+        spark,
+        all_bundles,
+        samples_uri,
+        clusters,
+        averaging,
+        as_of,
+        history,
+        excluded,
+        recompute_averages,
+        {
+            cluster: SnapshotReports.model_validate(known["reports"])
+            for cluster, known in inputs.items()
+            if "reports" in known
+        },
     )
 
     broker_columns = [c for c in brokers.columns if c not in ("cluster", "date", "taken_at")]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,7 @@ from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundle
 from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.load_manager_shared import is_system_service_namespace
 from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged
+from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
@@ -100,6 +102,36 @@ def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
                 .order_by(Snapshot.id)
             )
         )
+
+
+def snapshot_reports(store: Store, cluster: str, after: datetime, until: datetime) -> SnapshotReports:
+    """The cluster's published snapshots taken after `after`, up to `until`, and per broker those it is missing
+    from: what the Spark job places each sample by (`planner.samples.reports`)."""
+    with store.session() as session:
+        rows = session.execute(
+            select(Snapshot.id, Snapshot.taken_at, Snapshot.missing_brokers)
+            .join(Cluster)
+            .where(
+                Cluster.name == cluster,
+                Snapshot.status == SnapshotStatus.PUBLISHED.value,
+                Snapshot.taken_at > after,
+                Snapshot.taken_at <= until,
+            )
+            .order_by(Snapshot.id)
+        ).all()
+    missing: dict[str, list[int]] = defaultdict(list)
+    for snapshot_id, _, brokers in rows:
+        for broker in brokers or {}:
+            missing[broker].append(snapshot_id)
+    return SnapshotReports(
+        snapshots=[(snapshot_id, int(_utc(taken_at).timestamp() * 1000)) for snapshot_id, taken_at, _ in rows],
+        missing=dict(missing),
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    """A time from the store as UTC (SQLite gives it back without its zone)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _abandon(store: Store, root: str | Path, snapshot_id: int, actor: str, reason: str) -> None:

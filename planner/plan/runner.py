@@ -19,12 +19,13 @@ if TYPE_CHECKING:
 
 from planner import progress, storage
 from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
-from planner.collect.collector import read_archive, unpublished_snapshot_ids
+from planner.collect.collector import read_archive, snapshot_reports, unpublished_snapshot_ids
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding.registry import shedding_strategy
+from planner.samples.averages_state import parse_duration
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
 
@@ -61,10 +62,11 @@ def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
         return snapshot
 
 
-def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], dict[str, int]]:
-    """Per cluster: stored state, settings, recently unloaded bundles and namespace bundle counts; and the
-    state version each was read at."""
+def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple[dict[str, Any], dict[str, int]]:
+    """Per cluster: stored state, settings, recently unloaded bundles, namespace bundle counts and the snapshots
+    within the history window up to `as_of`; and the state version each was read at."""
     strategy = request.planner_name
+    history = parse_duration(request.history)
     inputs: dict[str, Any] = {}
     versions: dict[str, int] = {}
     for cluster in request.clusters:
@@ -84,6 +86,8 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
             "includeSplits": request.include_splits,
             # The job reads the samples files itself: it must skip every snapshot that is not published.
             "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
+            # Which load reports those files hold: the job places each sample among its broker's by them.
+            "reports": snapshot_reports(store, cluster, as_of - history, as_of).model_dump(mode="json"),
         }
         if request.maintenance is not None:
             inputs[cluster]["maintenance"] = request.maintenance.to_json()
@@ -95,7 +99,8 @@ def cluster_inputs(store: Store, request: PlanRequest) -> tuple[dict[str, Any], 
 
 def job_request(store: Store, request: PlanRequest, as_of: datetime | None = None) -> dict[str, Any]:
     """The JSON document the Spark job takes (`--input`), with the state versions the commit checks."""
-    inputs, versions = cluster_inputs(store, request)
+    as_of = as_of or datetime.now(UTC)
+    inputs, versions = cluster_inputs(store, request, as_of)
     return {
         "clusters": list(request.clusters),
         "strategy": shedding_strategy(request.strategy).name,
@@ -104,7 +109,7 @@ def job_request(store: Store, request: PlanRequest, as_of: datetime | None = Non
         "averaging": request.averaging,
         "history": request.history,
         "recomputeAverages": request.recompute_averages,
-        "asOf": (as_of or datetime.now(UTC)).isoformat(),
+        "asOf": as_of.isoformat(),
     }
 
 
@@ -152,7 +157,7 @@ def run_plan(
     A given Spark session is used and left running; otherwise one is started on `master` (a local master, a
     cluster's, or a Spark Connect endpoint) with `spark_conf`, and stopped.
     """
-    from spark_jobs.plan_job import Averaging, parse_duration, plan_clusters
+    from spark_jobs.plan_job import Averaging, plan_clusters
     from spark_jobs.session import spark_session
 
     document = job_request(store, request)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Collection, Mapping
-from datetime import datetime
+from collections.abc import Collection, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,35 +170,56 @@ def write_snapshot_samples(
     return written
 
 
-def read_samples(
-    root: str | Path,
+def read_samples(root: str | Path, table: str, cluster: str, **conditions: Any) -> pa.Table:
+    """`read_dataset` (and its conditions) on the samples dataset under the storage root."""
+    return read_dataset(samples_root(root), table, cluster, **conditions)
+
+
+def read_dataset(
+    samples: str,
     table: str,
     cluster: str,
     *,
     up_to_snapshot: int | None = None,
     snapshot: int | None = None,
     since: datetime | None = None,
+    after: datetime | None = None,
+    until: datetime | None = None,
     exclude: Collection[int] = (),
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """One table's rows for a cluster, ordered by snapshot: all of them, those up to a snapshot id, one
-    snapshot's, or those taken since a time; never those of the `exclude`d (unpublished) snapshot ids."""
-    location = storage.join(samples_root(root), table, f"cluster={cluster}")
-    schema = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
+    """One table's rows for a cluster from the samples dataset at `samples` (a URI), ordered by snapshot: all of
+    them, those up to a snapshot id, one snapshot's, or those taken since a time (or after it) and up to another;
+    never those of the `exclude`d (unpublished) snapshot ids. `columns` reads only those (with `snapshot_id` and
+    `broker`). Times bound the date partitions listed."""
+    location = storage.join(samples, table, f"cluster={cluster}")
+    stored = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
+    schema = stored if columns is None else pa.schema([stored.field(name) for name in columns])
     if not storage.exists(location):
         return schema.empty_table()
     filesystem, path = storage.filesystem(location)
-    dataset = ds.dataset(path, filesystem=filesystem, format="parquet", schema=schema, partitioning=None)
+    dataset = ds.dataset(
+        path,
+        filesystem=filesystem,
+        format="parquet",
+        schema=stored.append(pa.field("date", pa.string())),
+        partitioning=ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive"),
+    )
     conditions = []
     if up_to_snapshot is not None:
         conditions.append(ds.field("snapshot_id") <= up_to_snapshot)
     if snapshot is not None:
         conditions.append(ds.field("snapshot_id") == snapshot)
-    if since is not None:
-        conditions.append(ds.field("taken_at") >= pa.scalar(since, pa.timestamp("ms", tz="UTC")))
+    for bound, compare in ((since, operator.ge), (after, operator.gt), (until, operator.le)):
+        if bound is not None:
+            date = compare if compare is operator.le else operator.ge
+            conditions.append(date(ds.field("date"), bound.astimezone(UTC).date().isoformat()))
+            conditions.append(compare(ds.field("taken_at"), pa.scalar(bound, pa.timestamp("ms", tz="UTC"))))
     if exclude:
         conditions.append(~ds.field("snapshot_id").isin(sorted(exclude)))
     expression = functools.reduce(operator.and_, conditions) if conditions else None
-    return dataset.to_table(filter=expression).sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])
+    rows = dataset.to_table(columns=schema.names, filter=expression)
+    return rows.sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])
 
 
 def broker_load(rows: pa.Table, config: PulsarConfig) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from planner.model import NamespaceBundleStats
 from planner.samples.averages_state import AVERAGE_COLUMNS, state_uri
 from planner.samples.dataset import sample_path, samples_root, write_snapshot_samples
 from planner.samples.time_average import update_bundle_data
-from spark_jobs.plan_job import Averaging, bundle_averages, plan_clusters, read_table
+from spark_jobs.plan_job import Averaging, ReportPositions, bundle_averages, plan_clusters, read_reports, read_table
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
@@ -141,8 +141,8 @@ def test_folding_equals_the_recompute_and_the_update_rule_without_reading_the_hi
     # The same as the job's full recompute of the same samples.
     as_of = History.time(1049) + timedelta(seconds=30)
     frame = read_table(spark, samples_root(tmp_path), "bundles", [CLUSTER], as_of)
-    brokers = read_table(spark, samples_root(tmp_path), "brokers", [CLUSTER], as_of)
-    recomputed = {row["bundle"]: row for row in bundle_averages(frame, Averaging(), as_of, brokers).collect()}
+    positions = ReportPositions.of_reports(read_reports(samples_root(tmp_path), [CLUSTER], as_of - HISTORY, as_of))
+    recomputed = {row["bundle"]: row for row in bundle_averages(frame, Averaging(), as_of, positions).collect()}
     assert set(recomputed) == set(folded)
     for name, row in recomputed.items():
         assert row["samples"] == folded[name]["samples"]

@@ -10,19 +10,26 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pyarrow.compute as pc
 import pytest
-from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 from sqlalchemy import func, select
 
 from planner.audit.plan_records import StaleStateError, commit_plan, read_state
 from planner.model import BundleData, NamespaceBundleStats
 from planner.plan.runner import PlanRequest, commit_job_output, job_request, run_plan
-from planner.samples.dataset import samples_root, write_snapshot_samples
+from planner.samples.dataset import read_dataset, samples_root, write_snapshot_samples
+from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
-from spark_jobs import plan_job
-from spark_jobs.plan_job import Averaging, bundle_averages, plan_clusters, read_table
+from spark_jobs.plan_job import (
+    Averaging,
+    ReportPositions,
+    bundle_averages,
+    plan_clusters,
+    read_reports,
+    read_table,
+)
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
@@ -100,17 +107,18 @@ def replay_in_collector_order(rows):
 
 
 RATE_FIELDS = ("msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out")
+REPORT_COLUMNS = ("snapshot_id", "taken_at", "broker")
 
 
 @pytest.mark.slow  # CI time: the regular-history equality below stays in CI
-def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypatch):
+def test_sample_count_averages_on_irregular_histories(spark, tmp_path):
     """Every bundle's averages, also those no longer reported: bundles with fewer than 10 samples, exactly
     10, 1000 and 1001, gaps, a bundle that came and went, one two brokers reported in the same snapshots
     (two samples each, broker order), one on a broker whose report is missing from some snapshots, one
     moving to that broker, snapshot ids with jumps, snapshots taken at the same time, three date partitions
-    and a snapshot whose id is larger than the next day's first ones; with the brokers table telling which
-    snapshots each broker reported in, without it, with one that lacks a quarter of the reports, and with
-    report keys that collide (injected: a 64-bit hash does not collide on demand)."""
+    and a snapshot whose id is larger than the next day's first ones; placed by the reports of the brokers
+    table, without it (every row ranked), by a quarter fewer reports, and by reports the bundles table has no
+    rows of (every broker in every snapshot)."""
     rng = random.Random(5)
     snapshots = 1150
 
@@ -176,21 +184,24 @@ def test_sample_count_averages_on_irregular_histories(spark, tmp_path, monkeypat
             per_broker = {"a:8080": {}, "b:8080": {}, "c:8080": {}}
 
     as_of = T0 + timedelta(days=3)
-    frame = read_table(spark, samples_root(tmp_path), "bundles", ["irr", "other"], as_of)
-    brokers = read_table(spark, samples_root(tmp_path), "brokers", ["irr", "other"], as_of)
+    samples = samples_root(tmp_path)
+    frame = read_table(spark, samples, "bundles", ["irr", "other"], as_of)
     expected = replay_in_collector_order(rows)
     assert len(expected) == 11
-    lacking = brokers.where(F.xxhash64("snapshot_id", "broker") % 4 != 0)
-    for label, with_brokers, report_key in (
-        ("with the brokers table", brokers, None),
-        ("without", None, None),
-        ("with a brokers table lacking reports", lacking, None),
-        ("with colliding report keys", brokers, lambda chunk: F.xxhash64(chunk) % 3),
-    ):
-        with monkeypatch.context() as patch:
-            if report_key:
-                patch.setattr(plan_job, "_report_key", report_key)
-            averages = bundle_averages(frame, Averaging(), as_of, with_brokers).collect()
+    clusters = ("irr", "other")
+    tables = {cluster: read_dataset(samples, "brokers", cluster, columns=REPORT_COLUMNS) for cluster in clusters}
+    # A quarter of the reports unknown, and reports of snapshots where the broker sampled nothing.
+    lacking = {c: t.filter(pc.not_equal(pc.bit_wise_and(t["snapshot_id"], 3), 1)) for c, t in tables.items()}
+    everyone = {c: SnapshotReports.from_brokers_table(t).model_copy(update={"missing": {}}) for c, t in tables.items()}
+    variants = {
+        "by the brokers table": read_reports(samples, clusters, T0 - timedelta(days=1), as_of),
+        "by nothing (every row ranked)": None,
+        "by a quarter fewer reports": {c: SnapshotReports.from_brokers_table(t) for c, t in lacking.items()},
+        "by every broker in every snapshot": everyone,
+    }
+    for label, reports in variants.items():
+        placed_by = None if reports is None else ReportPositions.of_reports(reports)
+        averages = bundle_averages(frame, Averaging(), as_of, placed_by).collect()
         got = {(r["cluster"], r["bundle"]): r for r in averages}
         assert set(got) == set(expected)
         for key, want in expected.items():
