@@ -6,12 +6,13 @@ Averaging modes:
 - `pulsar`: Pulsar's sample-count rule (10 short-term, 1000 long-term samples), the samples of each
   bundle replayed in time order (snapshot id, then broker). The recurrence has a closed form: a bundle
   with m samples gives the sample r places from the newest the weight 1/m when m <= N, else
-  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N. One read
-  of the samples sums them per bundle and chunk of 64 snapshot ids, plainly and decayed by position;
-  from those sums alone follows each chunk whose rows all weigh the same, or whose rows' ranks are its
-  positions (no gap but where the broker's report is missing, one row per snapshot). The rest, a few
-  chunks per bundle at most (where the oldest N begin, gaps, two brokers reporting the bundle in one
-  snapshot), have their rows read again, from the files holding them, and ranked by a sort.
+  (1/N)(1 - 1/N)^r for the newest m - N samples and (1 - 1/N)^(m - N) / N for the oldest N. Each sample
+  is placed among its broker's load reports by what the store records of the snapshots (`ReportPositions`:
+  a join on one long per row), so one read sums each segment (a bundle's rows from one broker), plainly and
+  weighted by position; where a segment's rows are every report of its broker from its first to its last,
+  those sums are its share (`_segment_terms`). The rest are read again, from their files only: the rows up to
+  where the oldest N begin in a segment that starts late, and whole bundles with gaps, with two brokers
+  reporting them in one snapshot, or outside the record, ranked by a sort.
 - `window`: plain means over wall-clock windows ending at the plan time (short and long window).
 
 Usage models: each broker's CPU and NIC usage as background plus costs per msg/s and per byte/s,

@@ -18,11 +18,13 @@ from planner.collect.collector import (
     list_snapshots,
     load_data_for_snapshot,
     read_archive,
+    snapshot_reports,
     unpublished_snapshot_ids,
 )
 from planner.errors import NotFoundError
 from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
-from planner.samples.dataset import read_samples
+from planner.samples.dataset import read_dataset, read_samples, samples_root
+from planner.samples.reports import SnapshotReports
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
 from planner.store.models import AuditEvent, Base, Snapshot
 from tests.fake_pulsar import FakePulsar, Reply, load_report
@@ -195,6 +197,36 @@ def test_readers_see_published_snapshots_only_and_stale_staged_ones_are_abandone
     with store.session() as session, pytest.raises(IllegalTransitionError):
         row = session.get(Snapshot, second.snapshot_id)
         advance(row.status, SnapshotStatus.PUBLISHED, "snapshot")
+
+
+def test_the_stores_record_of_the_reports_agrees_with_the_brokers_table(cluster, store, tmp_path):
+    """What the plan runs give the Spark job (`snapshot_reports`): the published snapshots within the window and
+    the brokers missing from each, the same as the brokers table of the samples says."""
+    entry, brokers = cluster
+    before = collect(client(entry), store, tmp_path)
+    brokers[1].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, "{oops"))
+    partial = collect(client(entry), store, tmp_path)
+    brokers[1].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report(cpu=5)))
+    whole = collect(client(entry), store, tmp_path)
+    staged = collect(client(entry), store, tmp_path)
+    with store.session() as session:
+        session.execute(update(Snapshot).where(Snapshot.id == staged.snapshot_id).values(status="staged"))
+        taken = {row.id: row.taken_at for row in session.scalars(select(Snapshot))}
+    after, until = taken[before.snapshot_id], taken[staged.snapshot_id] + timedelta(seconds=1)
+
+    recorded = snapshot_reports(store, "fake", after, until)
+    assert [snapshot for snapshot, _ in recorded.snapshots] == [partial.snapshot_id, whole.snapshot_id]
+    assert recorded.missing == {brokers[1].broker_id: [partial.snapshot_id]}
+    rows = read_dataset(
+        samples_root(tmp_path),
+        "brokers",
+        "fake",
+        after=after,
+        until=until,
+        exclude=unpublished_snapshot_ids(store, "fake"),
+        columns=("snapshot_id", "taken_at", "broker"),
+    )
+    assert SnapshotReports.from_brokers_table(rows) == recorded
 
 
 def test_the_token_reaches_neither_logs_nor_database_nor_archive(cluster, store, tmp_path, caplog):
