@@ -46,6 +46,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
 from planner import storage
+from planner.durations import parse_duration
 from planner.samples.averages_state import (
     AVERAGE_COLUMNS,
     LATE_WINDOW,
@@ -56,7 +57,6 @@ from planner.samples.averages_state import (
     AveragesState,
     StateChoice,
     choose_state,
-    parse_duration,
     write_state,
 )
 from planner.samples.reports import SnapshotReports

@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 from planner import progress, storage
 from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
 from planner.collect.collector import read_archive, snapshot_reports, unpublished_snapshot_ids
+from planner.durations import parse_duration
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding.registry import shedding_strategy
-from planner.samples.averages_state import parse_duration
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
 

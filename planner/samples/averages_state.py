@@ -57,15 +57,6 @@ STATE_SCHEMA = pa.schema(
 )
 
 
-def parse_duration(text: str) -> timedelta:
-    """A span such as `30m` or `7d` (units s, m, h, d): the history window, the averaging windows."""
-    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-    text = text.strip()
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise ValueError(f"duration {text!r}: expected a number and one of s, m, h, d (e.g. 30m, 7d)")
-    return timedelta(**{units[text[-1]]: int(text[:-1])})
-
-
 class AveragesState(BaseModel):
     """What a state was folded from (its file's footer)."""
 
