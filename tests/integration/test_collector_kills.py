@@ -66,8 +66,10 @@ def check_all_or_nothing(store, home, cluster_name, spark):
     hidden = unpublished_snapshot_ids(store, cluster_name)
     assert set(hidden) == {snapshot_id for snapshot_id, status, _ in rows if status != "published"}
     if published:  # what the Spark job is told to skip
-        inputs, _ = cluster_inputs(store, PlanRequest((cluster_name,), "AvgShedder", {}))
+        inputs, _ = cluster_inputs(store, PlanRequest((cluster_name,), "AvgShedder", {}), datetime.now(UTC))
         assert inputs[cluster_name]["excludedSnapshots"] == hidden
+        # and what it is told the files hold: the published snapshots only
+        assert [snapshot for snapshot, _ in inputs[cluster_name]["reports"]["snapshots"]] == sorted(published)
     for snapshot_id, status, taken_at in rows:
         files = snapshot_files(home, cluster_name, snapshot_id, taken_at)
         if status == "published":
