@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +28,7 @@ from planner.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_as
 from planner.errors import InputError, format_validation_error
 from planner.lifecycle import PlanStatus
 from planner.maven import MavenError
-from planner.model import parse_json_document, read_load_data
+from planner.model import parse_json_document, read_extensible_load_data, read_load_data
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -41,7 +42,7 @@ from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import can_split
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
-from planner.plan.shedding.registry import STRATEGIES, shedding_strategy
+from planner.plan.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.settings import ExecutorSettings, planner_settings, storage_root
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ def _print_json(document: object) -> None:
 def command_shed(args: argparse.Namespace) -> None:
     strategy = shedding_strategy(args.strategy)
     config = _config(args)
+    if strategy.extensible:
+        _shed_extensible(args, strategy, config)
+        return
     load_data = read_load_data(args.load_data)
     if args.now is not None:
         load_data = remove_expired_recently_unloaded(load_data, args.now, config.shedding_grace_period_millis)
@@ -114,6 +118,29 @@ def command_shed(args: argparse.Namespace) -> None:
         runs.append({"unloads": [unload.to_json() for unload in outcome.unloads]})
         for reason in outcome.reasons:
             logger.info("%s: %s", strategy.name, reason)
+    if args.state_out:
+        _write_json_atomically(args.state_out, strategy.dump_state(state))
+    _print_json({"runs": runs})
+
+
+def _shed_extensible(args: argparse.Namespace, strategy: SheddingStrategy, config: PulsarConfig) -> None:
+    """TransferShedder on an ExtensibleLoadData file, at `--now` (default: the current time, as Pulsar's leader
+    judges the data's age), carrying the hit counter and the recently unloaded brokers from run to run."""
+    load_data = read_extensible_load_data(args.load_data)
+    now = args.now if args.now is not None else int(time.time() * 1000)
+    grace = config.shedding_grace_period_millis
+    recent = {bundle: at for bundle, at in load_data.recently_unloaded_bundles.items() if at >= now - grace}
+    load_data = load_data.model_copy(update={"recently_unloaded_bundles": recent})
+    state = strategy.load_state(_read_json_file(args.state_in, "strategy state") if args.state_in else None)
+    runs = []
+    for _ in range(args.runs):
+        outcome = strategy.run_extensible(load_data, config, state, now)
+        state = outcome.state
+        load_data = load_data.model_copy(update={"recently_unloaded_brokers": outcome.recently_unloaded_brokers})
+        run: dict[str, Any] = {"unloads": [decision.to_json() for decision in outcome.decisions]}
+        if outcome.skipped is not None:
+            run["skipped"] = outcome.skipped.value
+        runs.append(run)
     if args.state_out:
         _write_json_atomically(args.state_out, strategy.dump_state(state))
     _print_json({"runs": runs})

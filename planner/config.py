@@ -25,6 +25,9 @@ _PROPERTY_PATTERN = re.compile(r"([^=:\s]*)\s*[=:]?\s*(.*)", re.DOTALL)
 
 MIB = 1024 * 1024
 
+MODULAR_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
+EXTENSIBLE_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
 SPLIT_ALGORITHMS = (
     "range_equally_divide",
     "topic_count_equally_divide",
@@ -154,6 +157,21 @@ class PulsarConfig(BaseModel):
     )
     flow_or_qps_difference_threshold_percentage: int = Field(10, alias="flowOrQpsDifferenceThresholdPercentage")
 
+    # The extensible load manager (PIP-192): TransferShedder, its load data and its split strategy.
+    load_manager_class_name: str = Field(MODULAR_LOAD_MANAGER, alias="loadManagerClassName")
+    broker_load_target_std: NonNegative = Field(0.25, alias="loadBalancerBrokerLoadTargetStd")
+    shedding_condition_hit_count_threshold: int = Field(3, alias="loadBalancerSheddingConditionHitCountThreshold")
+    max_number_of_broker_shedding_per_cycle: int = Field(3, alias="loadBalancerMaxNumberOfBrokerSheddingPerCycle")
+    transfer_enabled: JavaBool = Field(True, alias="loadBalancerTransferEnabled")
+    debug_mode_enabled: JavaBool = Field(False, alias="loadBalancerDebugModeEnabled")
+    broker_load_data_ttl_seconds: int = Field(1800, alias="loadBalancerBrokerLoadDataTTLInSeconds")
+    shedding_delay_seconds: int = Field(180, alias="loadBalanceSheddingDelayInSeconds")
+    max_bundles_in_bundle_load_report: int = Field(10, alias="loadBalancerMaxNumberOfBundlesInBundleLoadReport", ge=0)
+    max_bundles_to_split_per_cycle: int = Field(10, alias="loadBalancerMaxNumberOfBundlesToSplitPerCycle", ge=0)
+    bundle_split_condition_hit_count_threshold: int = Field(
+        3, alias="loadBalancerNamespaceBundleSplitConditionHitCountThreshold"
+    )
+
     # Load-report mechanics (§1.1), used by the simulator.
     report_update_threshold_percentage: int = Field(10, alias="loadBalancerReportUpdateThresholdPercentage")
     report_update_min_interval_millis: int = Field(5000, alias="loadBalancerReportUpdateMinIntervalMillis")
@@ -217,6 +235,11 @@ class PulsarConfig(BaseModel):
     def overload_threshold(self) -> float:
         """`loadBalancerBrokerOverloadedThresholdPercentage` as a fraction (0.85)."""
         return self.broker_overloaded_threshold_percentage / 100.0
+
+    @property
+    def extensible(self) -> bool:
+        """Whether `loadManagerClassName` is the extensible load manager (PIP-192)."""
+        return self.load_manager_class_name.rsplit(".", 1)[-1] == EXTENSIBLE_LOAD_MANAGER.rsplit(".", 1)[-1]
 
     @property
     def shedding_grace_period_millis(self) -> int:

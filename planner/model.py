@@ -189,6 +189,68 @@ class LoadData(PulsarRecord):
     recently_unloaded_bundles: dict[BundleKey, Count] = Field(default_factory=dict)
 
 
+class BrokerLoadData(PulsarRecord):
+    """A broker's load as the extensible load manager (PIP-192) publishes it (`extensions.data.BrokerLoadData`):
+    its resource usage, traffic, and the exponential moving averages TransferShedder ranks brokers by.
+
+    `weightedMaxEMA` is the moving average of the weighted maximum resource usage, a fraction (0.85 = 85 %);
+    `msgThroughputEMA` of the bytes/s in + out. `updatedAt` is when the broker last computed them (epoch millis).
+    A broker that has not computed them yet reports 1.0 and 0.
+    """
+
+    cpu: ResourceUsage = ResourceUsage()
+    memory: ResourceUsage = ResourceUsage()
+    direct_memory: ResourceUsage = ResourceUsage()
+    bandwidth_in: ResourceUsage = ResourceUsage()
+    bandwidth_out: ResourceUsage = ResourceUsage()
+    msg_throughput_in: Rate = 0.0
+    msg_throughput_out: Rate = 0.0
+    msg_rate_in: Rate = 0.0
+    msg_rate_out: Rate = 0.0
+    bundle_count: Count = 0
+    topics: Count = 0
+    max_resource_usage: Annotated[float, Strict(), Field(ge=0.0, allow_inf_nan=False)] = 1.0
+    weighted_max_ema: Annotated[float, Strict(), Field(ge=0.0, allow_inf_nan=False, alias="weightedMaxEMA")] = 1.0
+    msg_throughput_ema: Annotated[float, Strict(), Field(ge=0.0, allow_inf_nan=False, alias="msgThroughputEMA")] = 0.0
+    updated_at: Count = 0
+    reported_at: Count = 0
+
+    @property
+    def msg_throughput(self) -> float:
+        return self.msg_throughput_in + self.msg_throughput_out
+
+
+class TopBundleLoadData(PulsarRecord):
+    """One of a broker's busiest bundles (`TopBundlesLoadData.BundleLoadData`)."""
+
+    bundle_name: BundleKey
+    stats: NamespaceBundleStats = NamespaceBundleStats()
+
+
+class TopBundlesLoadData(PulsarRecord):
+    """A broker's busiest bundles as it publishes them: the top `loadBalancerMaxNumberOfBundlesInBundleLoadReport`,
+    the least busy of them first (`models.TopKBundles`)."""
+
+    top_bundles_load_data: list[TopBundleLoadData] = Field(default_factory=list)
+
+
+class ExtensibleLoadData(PulsarRecord):
+    """TransferShedder's input (the extensible load manager's stores, offline): every broker's load data and top
+    bundles, keyed by broker id, in the order the load data store lists them (it breaks ties in the sort by load);
+    the brokers registered as available (default: those with load data); and the bundles and source brokers of
+    recent unloads (epoch millis)."""
+
+    brokers: dict[BrokerId, BrokerLoadData] = Field(default_factory=dict)
+    top_bundles: dict[BrokerId, TopBundlesLoadData] = Field(default_factory=dict)
+    available_brokers: list[BrokerId] | None = None
+    recently_unloaded_bundles: dict[BundleKey, Count] = Field(default_factory=dict)
+    recently_unloaded_brokers: dict[BrokerId, Count] = Field(default_factory=dict)
+
+    @property
+    def available(self) -> list[str]:
+        return list(self.brokers) if self.available_brokers is None else list(self.available_brokers)
+
+
 RecordT = TypeVar("RecordT", bound=PulsarRecord)
 
 
@@ -242,6 +304,10 @@ def load_data_from_json(text: str | bytes, *, max_bytes: int | None = None) -> L
     return _validate_json(LoadData, text, "LoadData", max_bytes)
 
 
+def extensible_load_data_from_json(text: str | bytes, *, max_bytes: int | None = None) -> ExtensibleLoadData:
+    return _validate_json(ExtensibleLoadData, text, "ExtensibleLoadData", max_bytes)
+
+
 def read_json_file(path: Path, what: str, *, max_bytes: int | None = None) -> bytes:
     """A JSON file's bytes, refused before reading when it is larger than the limit."""
     limit = max_json_bytes() if max_bytes is None else max_bytes
@@ -257,6 +323,11 @@ def read_json_file(path: Path, what: str, *, max_bytes: int | None = None) -> by
 
 def read_load_data(path: Path, *, max_bytes: int | None = None) -> LoadData:
     return load_data_from_json(read_json_file(path, "LoadData file", max_bytes=max_bytes), max_bytes=max_bytes)
+
+
+def read_extensible_load_data(path: Path, *, max_bytes: int | None = None) -> ExtensibleLoadData:
+    text = read_json_file(path, "ExtensibleLoadData file", max_bytes=max_bytes)
+    return extensible_load_data_from_json(text, max_bytes=max_bytes)
 
 
 def local_broker_data_from_json(text: str | bytes, broker_id: str, *, max_bytes: int | None = None) -> LocalBrokerData:

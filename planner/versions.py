@@ -75,6 +75,22 @@ class PulsarVersion:
         return self.at_least(4, 1)
 
     @property
+    def transfer_shedder_compares_throughput_ema(self) -> bool:
+        """TransferShedder's `isUnderLoaded`: from 3.0.7, 3.2.3 and 3.3.0 a broker is underloaded below the average
+        load times the multiplier or below the busiest broker's throughput EMA times it; before, below the
+        average load times the multiplier or with a throughput EMA under 1 byte/s (read in the 3.0.2, 3.0.7,
+        3.1.2, 3.2.0, 3.2.3 and 3.3.2 sources)."""
+        version = self.as_tuple()
+        return (3, 0, 7) <= version < (3, 1, 0) or (3, 2, 3) <= version < (3, 3, 0) or version >= (3, 3, 0)
+
+    @property
+    def transfer_shedder_skips_idle_bundles(self) -> bool:
+        """TransferShedder passes over bundles without throughput, and brokers leave them out of their top bundles,
+        from 3.3.5 and 4.0.1 (absent from the 3.3.2 and 4.0.0 sources, present in 3.3.5's and 4.0.1's)."""
+        version = self.as_tuple()
+        return (3, 3, 5) <= version < (3, 4, 0) or version >= (4, 0, 1)
+
+    @property
     def has_avg_shedder(self) -> bool:
         """AvgShedder shipped in 3.0.6, 3.2.4, 3.3.1 and every 4.x."""
         version = self.as_tuple()

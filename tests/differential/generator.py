@@ -544,3 +544,128 @@ def split_positions_case(seed: int) -> dict[str, Any]:
             choices += [rng.randint(0, FULL_UPPER) for _ in range(2)]
             case["positions"] = [rng.choice(choices) for _ in range(rng.randint(0, 5))]
     return case
+
+
+# --- TransferShedder (the extensible load manager) -----------------------------------------------------------
+
+TRANSFER_NOW = 1_800_000_000_000  # the cases' clock: the harness shifts their times to its own
+TRANSFER_TTL_MILLIS = 1800 * 1000
+
+
+def _transfer_config(rng: random.Random) -> dict[str, str]:
+    config = {
+        "loadBalancerBrokerLoadTargetStd": _fmt(rng.choice([0.25, 0.25, rng.uniform(0.0, 0.5), 1.2])),
+        "loadBalancerSheddingConditionHitCountThreshold": str(rng.choice([0, 0, 1, 3])),
+        "loadBalancerMaxNumberOfBrokerSheddingPerCycle": str(rng.choice([1, 2, 3, 3, 5])),
+        "loadBalancerTransferEnabled": rng.choice(["true", "true", "true", "false"]),
+        "loadBalancerDebugModeEnabled": rng.choice(["true", "false"]),
+        "loadBalancerBrokerOverloadedThresholdPercentage": str(rng.choice([85, 85, rng.randint(40, 95)])),
+    }
+    if rng.random() < 0.2:
+        config["loadBalancerSheddingExcludedNamespaces"] = "t0/ns0"
+    return config
+
+
+def _transfer_top_bundles(rng: random.Random, broker_index: int, throughput: float) -> list[dict[str, Any]]:
+    """A broker's top bundles as it publishes them: the least busy first (`TopKBundles`)."""
+    count = rng.choice([0, 1, 2, 3, 5, 8, 10])
+    shares = sorted(rng.random() ** 2 for _ in range(count))
+    bundles = []
+    for position, share in enumerate(shares):
+        namespace = f"t{rng.randint(0, 1)}/ns{rng.randint(0, 2)}"
+        lower = (broker_index * 16 + position) * 0x01000000
+        idle = rng.random() < 0.1
+        total = 0.0 if idle else share * throughput / max(1, count) * 2
+        inbound = total * rng.uniform(0.2, 0.8)
+        stats = {
+            "msgThroughputIn": inbound,
+            "msgThroughputOut": total - inbound,
+            "msgRateIn": total / 1024,
+            "msgRateOut": total / 2048,
+            "topics": rng.randint(1, 50),
+        }
+        bundles.append({"bundleName": _bundle(namespace, lower, lower + 0x00FFFFFF), "stats": stats})
+    return bundles
+
+
+def _prone_to_swaps(rng: random.Random, brokers: dict[str, Any], top: dict[str, Any]) -> None:
+    """The busiest broker's largest bundle alone passes half the gap and the least loaded broker has mid-sized
+    bundles: TransferShedder then tries swaps (where its debug mode changes the answer)."""
+    by_load = sorted(brokers, key=lambda broker: brokers[broker]["weightedMaxEMA"])
+    least, busiest = by_load[0], by_load[-1]
+    if least == busiest:
+        return
+    total = brokers[busiest]["msgThroughputIn"] + brokers[busiest]["msgThroughputOut"]
+    # Brokers publish their top bundles ordered by msgThroughputIn first: a bundle mostly read (out) can come
+    # early, so bundles follow the one that needed a swap.
+    sizes = sorted(rng.uniform(0.01, 0.1) * total for _ in range(rng.randint(2, 5)))
+    sizes.insert(rng.randint(0, len(sizes) - 1), rng.uniform(0.5, 0.9) * total)
+    least_sizes = sorted(rng.uniform(0.05, 0.4) * total for _ in range(rng.randint(1, 6)))
+    for broker, chosen, base in ((busiest, sizes, 0xA0), (least, least_sizes, 0xB0)):
+        bundles = []
+        for position, size in enumerate(chosen):
+            lower = (base + position) * 0x01000000
+            inbound = min(size / 2, total * 0.005)
+            stats = {"msgThroughputIn": inbound, "msgThroughputOut": size - inbound, "topics": 1}
+            bundles.append({"bundleName": _bundle("t1/ns1", lower, lower + 0x00FFFFFF), "stats": stats})
+        top[broker] = {"topBundlesLoadData": bundles}
+
+
+def transfer_case(seed: int) -> dict[str, Any]:
+    """A cluster on the extensible load manager: brokers' load data in a random store order (ties in load keep
+    it), some outdated, some without load data or top bundles, recent unloads, and TransferShedder's settings;
+    several cycles in a row so the hit counter decides."""
+    rng = random.Random(f"transfer-{seed}")
+    count = rng.randint(2, 8)
+    ids = _broker_ids(rng, count)
+    level = rng.uniform(0.05, 0.95)
+    brokers: dict[str, Any] = {}
+    top: dict[str, Any] = {}
+    loads = [min(1.5, max(0.0, rng.gauss(level, rng.choice([0.05, 0.2, 0.4])))) for _ in ids]
+    if rng.random() < 0.15:  # equal loads: the store order breaks the tie
+        loads[1] = loads[0]
+    for index, (broker, load) in enumerate(zip(ids, loads, strict=True)):
+        throughput = 0.0 if rng.random() < 0.05 else _log_uniform(rng, 1e4, 1e9) * (0.2 + load)
+        inbound = throughput * rng.uniform(0.3, 0.7)
+        # Ages a second or more from the TTL: the JVM judges them a few milliseconds later.
+        age = rng.choice(
+            [rng.randint(0, 600_000), rng.randint(0, 600_000), TRANSFER_TTL_MILLIS + rng.randint(1000, 10**6)]
+        )
+        brokers[broker] = {
+            "weightedMaxEMA": 0.0 if load == 0 else load,
+            "msgThroughputIn": inbound,
+            "msgThroughputOut": throughput - inbound,
+            "msgThroughputEMA": throughput * rng.uniform(0.5, 1.5),
+            "updatedAt": TRANSFER_NOW - age,
+        }
+        if rng.random() < 0.9:
+            top[broker] = {"topBundlesLoadData": _transfer_top_bundles(rng, index, throughput)}
+    if rng.random() < 0.3:
+        _prone_to_swaps(rng, brokers, top)
+    available = list(brokers)
+    if rng.random() < 0.1:  # an available broker that has not published load data
+        del brokers[available[-1]]
+    if rng.random() < 0.1:
+        available = available[:-1]
+    all_bundles = [b["bundleName"] for entry in top.values() for b in entry["topBundlesLoadData"]]
+    recent_bundles = {b: TRANSFER_NOW - rng.randint(0, 1_000_000) for b in all_bundles if rng.random() < 0.1}
+    recent_brokers = {}
+    for broker, data in brokers.items():
+        if rng.random() < 0.04:  # unloaded from about the shedding delay (180 s) before its data's update
+            recent_brokers[broker] = data["updatedAt"] - rng.randint(100_000, 260_000)
+    data_document = {
+        "brokers": brokers,
+        "topBundles": top,
+        "recentlyUnloadedBundles": recent_bundles,
+        "recentlyUnloadedBrokers": recent_brokers,
+    }
+    if available != list(brokers):
+        data_document["availableBrokers"] = available
+    return {
+        "id": f"transfer-{seed}",
+        "kind": "transfer",
+        "now": TRANSFER_NOW,
+        "runs": rng.randint(1, 5),
+        "config": _transfer_config(rng),
+        "extensibleLoadData": data_document,
+    }

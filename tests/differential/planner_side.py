@@ -4,6 +4,8 @@ Shapes (both sides):
 - shed: `{"strategies": {name: {"runs": [{"unloads": [{broker, bundle, destination}], "state": {...}}]}}}`;
 - splitCandidates: `{"bundles": [...]}` (sorted; Java returns a HashMap);
 - splitPositions: `{"positions": [...] | null}`;
+- transfer: `{"runs": [{"unloads": [{broker, bundle, destination, reason}], "skipped", "hitCount",
+  "recentlyUnloadedBrokers", "average", "std"}]}`;
 - any of them `{"error": "..."}` when the side refused the input.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import LoadData, load_data_from_mapping
+from planner.model import ExtensibleLoadData, LoadData, load_data_from_mapping
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -121,10 +123,35 @@ def split_positions(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"positions": positions or None}
 
 
+def transfer(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """TransferShedder `runs` times in a row, the hit counter and the recently unloaded brokers carried over."""
+    load_data = ExtensibleLoadData.model_validate(case["extensibleLoadData"])
+    config = config_for(case, version)
+    strategy = shedding_strategy("TransferShedder")
+    state = strategy.initial_state()
+    runs = []
+    for _ in range(case["runs"]):
+        outcome = strategy.run_extensible(load_data, config, state, case["now"])
+        state = outcome.state
+        load_data = load_data.model_copy(update={"recently_unloaded_brokers": outcome.recently_unloaded_brokers})
+        run: dict[str, Any] = {
+            "unloads": [decision.to_json() for decision in outcome.decisions],
+            "hitCount": state.hit_count,
+            "recentlyUnloadedBrokers": dict(sorted(outcome.recently_unloaded_brokers.items())),
+            "average": outcome.average,
+            "std": outcome.std,
+        }
+        if outcome.skipped is not None:
+            run["skipped"] = outcome.skipped.value
+        runs.append(run)
+    return {"runs": runs}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "shed": shed,
     "splitCandidates": split_candidates,
     "splitPositions": split_positions,
+    "transfer": transfer,
 }
 
 
@@ -151,6 +178,23 @@ def per_broker(unloads: list[dict[str, Any]]) -> dict[str, list[tuple[str, str |
     return grouped
 
 
+# Skips before the load statistics are computed: Pulsar's counter then keeps the previous cycle's figures.
+_SKIPPED_BEFORE_STATISTICS = {"CoolDown", "OutDatedData", "NoLoadData", "NoBrokers"}
+
+
+def transfer_runs(result: dict[str, Any]) -> Any:
+    """Per TransferShedder run: the unloads as a set (Pulsar returns a HashSet), why none, the hit counter, the
+    recently unloaded brokers left, and the load statistics where the run computed them."""
+    runs = []
+    for run in result["runs"]:
+        unloads = sorted((u["broker"], u["bundle"], u["destination"] or "", u["reason"]) for u in run["unloads"])
+        figures = None
+        if run.get("skipped") not in _SKIPPED_BEFORE_STATISTICS:
+            figures = (run["average"], run["std"])
+        runs.append((unloads, run.get("skipped"), run["hitCount"], run["recentlyUnloadedBrokers"], figures))
+    return runs
+
+
 def normalized_runs(result: dict[str, Any]) -> Any:
     """What must be equal for one strategy: per run, the unloads per broker and the strategy's state."""
     if "error" in result:
@@ -171,6 +215,8 @@ def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, A
         ]
     if kind == "splitCandidates":
         return [] if sorted(java["bundles"]) == planner["bundles"] else ["bundles"]
+    if kind == "transfer":
+        return [] if transfer_runs(java) == transfer_runs(planner) else ["runs"]
     return [] if expected_positions(case, java) == planner["positions"] else ["positions"]
 
 

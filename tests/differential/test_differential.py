@@ -1,10 +1,10 @@
 """The planner against Pulsar's own Java code on thousands of random inputs (one JVM per batch and version).
 
 `DIFFERENTIAL_CASES` (default 1000) sets the number of shedding cases, each of which runs all four shedders;
-there are as many split-candidate cases and four times as many split-position cases (about as many per split
-algorithm). `DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds. On a difference the test
-shrinks the first failing shedding case, writes it to a file and prints the path, a command that replays it
-and both answers.
+there are as many split-candidate cases, four times as many split-position cases (about as many per split
+algorithm), and as many TransferShedder cases (the extensible load manager, several cycles each).
+`DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds. On a difference the test shrinks the first
+failing shedding case, writes it to a file and prints the path, a command that replays it and both answers.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -
         cases.append({**case, "loadDataFile": str(path)})
     cases += [generator.split_candidates_case(SEED + index) for index in range(CASES)]
     cases += [generator.split_positions_case(SEED + index) for index in range(4 * CASES)]
+    cases += [generator.transfer_case(SEED + index) for index in range(CASES)]
     java_run = java_harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = java_harness.pulsar_version
     config_logger = logging.getLogger("planner.config")
@@ -156,6 +157,31 @@ def test_split_positions_match_pulsar(batch: Batch, algorithm: str) -> None:
     assert not failing, _report(batch, failing, len(cases), algorithm, None)
 
 
+def test_transfer_shedder_matches_pulsar(batch: Batch) -> None:
+    failing = _mismatches(batch, "transfer")
+    assert not failing, _report(batch, failing, _count(batch, "transfer"), "TransferShedder", None)
+
+
+def test_the_transfer_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: TransferShedder unloads, swaps, plain unloads and every skip reason occur."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "transfer":
+            continue
+        for run in batch.java[case["id"]]["runs"]:
+            unloads = run["unloads"]
+            outcomes[run.get("skipped") or "unloads"] += 1
+            sources = {unload["broker"] for unload in unloads}
+            outcomes["swaps"] += any(unload["destination"] in sources for unload in unloads)
+            outcomes["plain unloads"] += any(unload["destination"] is None for unload in unloads)
+            outcomes["underloaded"] += any(unload["reason"] == "Underloaded" for unload in unloads)
+    cases = _count(batch, "transfer")
+    assert outcomes["unloads"] >= cases // 2, outcomes
+    for branch in ("swaps", "plain unloads", "underloaded", "HitCount", "NoBundles", "CoolDown", "NoLoadData"):
+        assert outcomes[branch] >= cases // 100, (branch, outcomes)
+    assert outcomes["OutDatedData"] >= cases // 100, outcomes
+
+
 def test_the_cases_exercise_every_strategy(batch: Batch) -> None:
     """Guards the generator: enough runs select bundles, and the interesting modes occur."""
     selected: Counter[str] = Counter()
@@ -200,6 +226,33 @@ def test_cli_agrees_with_pulsar_on_a_few_cases(batch: Batch) -> None:
         cli_runs = json.loads(completed.stdout)["runs"]
         cli_unloads = [planner_side.per_broker(run["unloads"]) for run in cli_runs]
         assert cli_unloads == [planner_side.per_broker(run["unloads"]) for run in java_runs], case["id"]
+        checked += 1
+        if checked == 3:
+            break
+    assert checked == 3
+
+
+def test_cli_runs_transfer_shedder_as_pulsar_does(batch: Batch) -> None:
+    """`pulsar-rebalance shed --strategy TransferShedder` on an ExtensibleLoadData file: Pulsar's unloads."""
+    script = shutil.which("pulsar-rebalance") or str(Path(sys.executable).with_name("pulsar-rebalance"))
+    version = batch.harness.pulsar_version
+    checked = 0
+    for case in batch.cases:
+        if case["kind"] != "transfer" or not any(run["unloads"] for run in batch.java[case["id"]]["runs"]):
+            continue
+        path = batch.workdir / f"{case['id']}.extensible-load-data.json"
+        path.write_text(json.dumps(case["extensibleLoadData"]))
+        settings = [f"--set={key}={value}" for key, value in {**case["config"], "pulsarVersion": version}.items()]
+        command = [script, "shed", "--load-data", str(path), "--strategy", "TransferShedder"]
+        command += ["--runs", str(case["runs"]), "--now", str(case["now"]), *settings]
+        completed = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        assert completed.returncode == 0, completed.stderr
+        got = [
+            sorted(json.dumps(u, sort_keys=True) for u in run["unloads"])
+            for run in json.loads(completed.stdout)["runs"]
+        ]
+        want = [sorted(json.dumps(u, sort_keys=True) for u in run["unloads"]) for run in batch.java[case["id"]]["runs"]]
+        assert got == want, case["id"]
         checked += 1
         if checked == 3:
             break

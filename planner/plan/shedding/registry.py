@@ -8,12 +8,13 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import LoadData
+from planner.model import ExtensibleLoadData, LoadData
 from planner.plan.shedding import (
     avg_shedder,
     avg_shedder_predictive,
     overload_shedder,
     threshold_shedder,
+    transfer_shedder,
     uniform_load_shedder,
 )
 from planner.plan.shedding.outcome import SheddingOutcome
@@ -29,6 +30,9 @@ class SheddingStrategy:
     # Offline planning modes of this product predict with the brokers' usage models; Pulsar's do not.
     uses_usage_models: bool = False
     in_pulsar: bool = True
+    # Which load manager runs it: ModularLoadManagerImpl's shedders take LoadData; the extensible load manager's
+    # TransferShedder takes ExtensibleLoadData (`run_extensible`).
+    extensible: bool = False
 
     def initial_state(self) -> Any:
         return self.state_from_json({}) if self.state_from_json else None
@@ -50,11 +54,20 @@ class SheddingStrategy:
     def run(
         self, load_data: LoadData, config: PulsarConfig, state: Any, usage_models: UsageModels | None = None
     ) -> SheddingOutcome[Any]:
+        if self.extensible:
+            raise InputError(f"{self.name} runs on the extensible load manager: it takes ExtensibleLoadData")
         if self.name == avg_shedder.NAME and not config.pulsar_version.has_avg_shedder:
             raise InputError(f"AvgShedder does not exist in Pulsar {config.pulsar_version} (3.0.6, 3.2.4, 3.3.1, 4.x)")
         if self.uses_usage_models:
             return self.find_bundles_for_unloading(load_data, config, state, usage_models)
         return self.find_bundles_for_unloading(load_data, config, state)
+
+    def run_extensible(
+        self, load_data: ExtensibleLoadData, config: PulsarConfig, state: Any, now_millis: int
+    ) -> transfer_shedder.TransferOutcome:
+        if not self.extensible:
+            raise InputError(f"{self.name} runs on ModularLoadManagerImpl: it takes LoadData, not ExtensibleLoadData")
+        return transfer_shedder.find_bundles_for_unloading(load_data, config, state, now_millis)
 
 
 STRATEGIES: tuple[SheddingStrategy, ...] = (
@@ -81,6 +94,13 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         avg_shedder_predictive.PredictiveState.from_json,
         uses_usage_models=True,
         in_pulsar=False,
+    ),
+    SheddingStrategy(
+        transfer_shedder.NAME,
+        transfer_shedder.JAVA_CLASS,
+        transfer_shedder.find_bundles_for_unloading,
+        transfer_shedder.TransferShedderState.from_json,
+        extensible=True,
     ),
 )
 

@@ -8,20 +8,36 @@ import com.google.common.collect.Multimap;
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.lang.reflect.Field;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
 import org.apache.commons.lang3.mutable.MutableInt;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
 import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
+import org.apache.pulsar.broker.loadbalance.extensions.LoadManagerContext;
+import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
+import org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter;
+import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
+import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
+import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.broker.loadbalance.impl.AvgShedder;
 import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
 import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
@@ -38,6 +54,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
 import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
 import org.apache.pulsar.policies.data.loadbalancer.BundleData;
 import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
+import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
 
 /**
  * Runs Pulsar's own load-balancing code on the differential test cases.
@@ -69,6 +86,7 @@ public final class Harness {
                         case "shed" -> shed(testCase, result);
                         case "splitCandidates" -> splitCandidates(testCase, result);
                         case "splitPositions" -> splitPositions(testCase, result);
+                        case "transfer" -> transfer(testCase, result);
                         default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
                     }
                 } catch (Exception e) {
@@ -190,6 +208,116 @@ public final class Harness {
             new TreeMap<>(map).forEach(history::put);
         }
         return state;
+    }
+
+    // --- the extensible load manager -----------------------------------------------------------------------------
+
+    /**
+     * TransferShedder.findBundlesForUnloading {@code "runs"} times on one instance (its hit counter carries over), on
+     * the case's {@code "extensibleLoadData"} (the planner's ExtensibleLoadData JSON) with the same mutable map of
+     * recently unloaded brokers, as the leader's UnloadScheduler calls it. Built with its test constructor: no
+     * PulsarService, so no ownership channel and no broker filters, as the planner runs offline. The shedder reads
+     * the clock itself: the case's times are relative to its {@code "now"} and are shifted to this JVM's clock.
+     */
+    static void transfer(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        JsonNode data = testCase.path("extensibleLoadData");
+        long shift = System.currentTimeMillis() - testCase.path("now").asLong();
+        Map<String, BrokerLoadData> brokers = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : iterable(data.path("brokers").fields())) {
+            ObjectNode node = e.getValue().deepCopy();
+            node.put("updatedAt", node.path("updatedAt").asLong() + shift);
+            brokers.put(e.getKey(), MAPPER.treeToValue(node, BrokerLoadData.class));
+        }
+        Map<String, TopBundlesLoadData> topBundles = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : iterable(data.path("topBundles").fields())) {
+            TopBundlesLoadData top = new TopBundlesLoadData();
+            for (JsonNode bundle : e.getValue().path("topBundlesLoadData")) {
+                top.getTopBundlesLoadData().add(new TopBundlesLoadData.BundleLoadData(
+                        bundle.path("bundleName").asText(),
+                        MAPPER.treeToValue(bundle.path("stats"), NamespaceBundleStats.class)));
+            }
+            topBundles.put(e.getKey(), top);
+        }
+        Map<String, BrokerLookupData> available = new LinkedHashMap<>();
+        JsonNode availableBrokers = data.path("availableBrokers");
+        if (availableBrokers.isArray()) {
+            availableBrokers.forEach(broker -> available.put(broker.asText(), null));
+        } else {
+            brokers.keySet().forEach(broker -> available.put(broker, null));
+        }
+        Map<String, Long> recentBundles = new HashMap<>();
+        data.path("recentlyUnloadedBundles").fields().forEachRemaining(e -> recentBundles.put(e.getKey(),
+                e.getValue().asLong()));
+        Map<String, Long> recentBrokers = new HashMap<>();
+        data.path("recentlyUnloadedBrokers").fields().forEachRemaining(e -> recentBrokers.put(e.getKey(),
+                e.getValue().asLong() + shift));
+
+        BrokerRegistry registry = proxy(BrokerRegistry.class, (method, args) ->
+                method.getName().equals("getAvailableBrokerLookupDataAsync")
+                        ? CompletableFuture.completedFuture(available) : null);
+        LoadDataStore<?> brokerStore = store(brokers);
+        LoadDataStore<?> topBundleStore = store(topBundles);
+        LoadManagerContext context = proxy(LoadManagerContext.class, (method, args) -> switch (method.getName()) {
+            case "brokerConfiguration" -> conf;
+            case "brokerLoadDataStore" -> brokerStore;
+            case "topBundleLoadDataStore" -> topBundleStore;
+            case "brokerRegistry" -> registry;
+            default -> null;
+        });
+        UnloadCounter counter = new UnloadCounter();
+        TransferShedder shedder = new TransferShedder(counter);
+        ArrayNode runs = result.putArray("runs");
+        for (int run = 0; run < testCase.path("runs").asInt(1); run++) {
+            Map<UnloadDecision.Reason, Long> skipsBefore = skips(counter);
+            Set<UnloadDecision> decisions = shedder.findBundlesForUnloading(context, recentBundles, recentBrokers);
+            ObjectNode runResult = runs.addObject();
+            ArrayNode unloads = runResult.putArray("unloads");
+            for (UnloadDecision decision : decisions) {
+                ObjectNode unload = unloads.addObject();
+                unload.put("broker", decision.getUnload().sourceBroker());
+                unload.put("bundle", decision.getUnload().serviceUnit());
+                unload.put("destination", decision.getUnload().destBroker().orElse(null));
+                unload.put("reason", decision.getReason().name());
+            }
+            skips(counter).forEach((reason, count) -> {
+                if (count > skipsBefore.get(reason)) {
+                    runResult.put("skipped", reason.name());
+                }
+            });
+            runResult.put("hitCount", (int) privateField(shedder, "unloadConditionHitCount"));
+            ObjectNode brokersLeft = runResult.putObject("recentlyUnloadedBrokers");
+            new TreeMap<>(recentBrokers).forEach((broker, at) -> brokersLeft.put(broker, at - shift));
+            runResult.put("average", counter.getLoadAvg());
+            runResult.put("std", counter.getLoadStd());
+        }
+    }
+
+    private static Map<UnloadDecision.Reason, Long> skips(UnloadCounter counter) {
+        Map<UnloadDecision.Reason, Long> counts = new TreeMap<>();
+        counter.getBreakdownCounters().get(UnloadDecision.Label.Skip).forEach((reason, count) ->
+                counts.put(reason, count.get()));
+        return counts;
+    }
+
+    /** A load data store over a map (its entrySet order is the map's): only get and entrySet are called. */
+    private static LoadDataStore<?> store(Map<String, ?> map) {
+        return proxy(LoadDataStore.class, (method, args) -> switch (method.getName()) {
+            case "get" -> Optional.ofNullable(map.get((String) args[0]));
+            case "entrySet" -> map.entrySet();
+            case "size" -> map.size();
+            default -> throw new UnsupportedOperationException(method.getName());
+        });
+    }
+
+    private interface Answer {
+        Object answer(Method method, Object[] args) throws Throwable;
+    }
+
+    private static <T> T proxy(Class<T> type, Answer answer) {
+        return type.cast(Proxy.newProxyInstance(type.getClassLoader(), new Class<?>[]{type},
+                (target, method, args) -> method.getDeclaringClass() == Object.class
+                        ? method.invoke(answer, args) : answer.answer(method, args)));
     }
 
     // --- splitting --------------------------------------------------------------------------------------------
