@@ -507,7 +507,10 @@ def command_local_cluster(args: argparse.Namespace) -> None:
 
     try:
         if args.action == "start":
-            settings = dataclasses.replace(local_cluster.settings_from_env(), auth=args.auth)
+            settings = local_cluster.settings_from_env()
+            settings = dataclasses.replace(
+                settings, auth=args.auth, load_manager=args.load_manager or settings.load_manager
+            )
             _print_json(local_cluster.start(brokers=args.brokers, settings=settings))
         elif args.action == "status":
             _print_json(local_cluster.status() or {"running": False})
@@ -833,6 +836,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["none", "token"],
         default="none",
         help="with start: token enables Pulsar's JWT authentication; the superuser token's file is in the output",
+    )
+    cluster.add_argument(
+        "--load-manager",
+        choices=["modular", "extensible"],
+        help="with start: the brokers' load manager, ModularLoadManagerImpl (default) or the extensible one (PIP-192)",
     )
     cluster.set_defaults(handler=command_local_cluster)
 

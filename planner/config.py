@@ -28,6 +28,12 @@ MIB = 1024 * 1024
 MODULAR_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl"
 EXTENSIBLE_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 
+
+def is_extensible_load_manager(class_name: str | None) -> bool:
+    """Whether a `loadManagerClassName` (with or without its package) is the extensible load manager (PIP-192)."""
+    return class_name is not None and class_name.rsplit(".", 1)[-1] == EXTENSIBLE_LOAD_MANAGER.rsplit(".", 1)[-1]
+
+
 SPLIT_ALGORITHMS = (
     "range_equally_divide",
     "topic_count_equally_divide",
@@ -204,9 +210,14 @@ class PulsarConfig(BaseModel):
                     logger.warning("%s: %s does not exist before Pulsar 4.0; ignoring it", source, key)
                     del values[key]
         try:
-            return cls.model_validate({**defaults, **values})
+            config = cls.model_validate({**defaults, **values})
         except ValidationError as error:
             raise InputError(format_validation_error(error, source)) from None
+        # The version's defaults count as unset: `with_settings` to another version takes that version's.
+        by_alias = {field.alias: name for name, field in cls.model_fields.items()}
+        defaulted = {by_alias[key] for key in defaults if key not in values}
+        object.__setattr__(config, "__pydantic_fields_set__", config.model_fields_set - defaulted)
+        return config
 
     def with_settings(self, settings: Mapping[str, Any], *, source: str = "settings") -> PulsarConfig:
         """This config with more keys applied on top (later settings win)."""
@@ -237,9 +248,14 @@ class PulsarConfig(BaseModel):
         return self.broker_overloaded_threshold_percentage / 100.0
 
     @property
+    def load_manager_short_name(self) -> str:
+        """`loadManagerClassName` without its package (ModularLoadManagerImpl, ExtensibleLoadManagerImpl)."""
+        return self.load_manager_class_name.rsplit(".", 1)[-1]
+
+    @property
     def extensible(self) -> bool:
         """Whether `loadManagerClassName` is the extensible load manager (PIP-192)."""
-        return self.load_manager_class_name.rsplit(".", 1)[-1] == EXTENSIBLE_LOAD_MANAGER.rsplit(".", 1)[-1]
+        return is_extensible_load_manager(self.load_manager_class_name)
 
     @property
     def shedding_grace_period_millis(self) -> int:

@@ -96,6 +96,10 @@ DONE_ATTEMPT_STATUSES = frozenset(
         AttemptStatus.SKIPPED,
     }
 )
+# The request took effect on the cluster.
+APPLIED_ATTEMPT_STATUSES = frozenset(
+    {AttemptStatus.SUCCEEDED, AttemptStatus.PLACED_ELSEWHERE, AttemptStatus.RECONCILED_APPLIED}
+)
 # A request may be out there: the cluster must be asked before anything is sent again.
 IN_DOUBT_ATTEMPT_STATUSES = frozenset({AttemptStatus.SENDING, AttemptStatus.SENT, AttemptStatus.UNKNOWN})
 

@@ -450,6 +450,9 @@ class DevClusterSettings(BaseSettings):
     start_timeout: float = Field(300.0, gt=0, description="Seconds to wait for the cluster to start.")
     broker_mem: str = Field("-Xms256m -Xmx512m -XX:MaxDirectMemorySize=256m", description="Each broker's JVM memory.")
     local_auth: str = Field("none", description="`none`, or `token`: Pulsar's JWT authentication on the brokers.")
+    local_load_manager: str = Field(
+        "modular", description="`modular` (ModularLoadManagerImpl), or `extensible`: the extensible load manager."
+    )
 
 
 def reference_markdown() -> str:

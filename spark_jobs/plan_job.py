@@ -712,13 +712,15 @@ def _plan_group(
     from planner.config import PulsarConfig
     from planner.model import load_data_from_mapping
     from planner.plan.document import JobResult
+    from planner.plan.extensible import extensible_load_data, moving_average
     from planner.plan.maintenance import MaintenanceRequest, maintenance_plan
-    from planner.plan.planning import make_plan
+    from planner.plan.planning import make_plan, make_transfer_plan
     from planner.plan.usage_model import UsageModels
 
     brokers: dict[str, dict[str, Any]] = {}
     stats: dict[str, dict[str, dict[str, Any]]] = {}
     bundle_data: dict[str, dict[str, Any]] = {}
+    throughputs: dict[str, list[tuple[int, float]]] = {}
     latest_snapshot = None
     for kind, payload in payloads:
         if kind == "broker":
@@ -726,6 +728,8 @@ def _plan_group(
             latest_snapshot = payload["row"]["snapshot_id"]
         elif kind == "stats":
             stats.setdefault(payload["broker"], {})[payload["bundle"]] = payload["stats"]
+        elif kind == "throughput":
+            throughputs.setdefault(payload["broker"], []).append((payload["snapshot_id"], payload["throughput"]))
         else:
             bundle_data[payload["bundle"]] = _bundle_data_json(payload["row"])
     cluster_inputs = inputs.get(cluster, {})
@@ -748,18 +752,35 @@ def _plan_group(
             snapshot=latest_snapshot,
             load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
         )
-    plan = make_plan(
-        cluster,
-        load_data,
-        config,
-        strategy,
-        cluster_inputs.get("state"),
-        now_millis=now_millis,
-        include_splits=cluster_inputs.get("includeSplits", True),
-        namespace_bundle_counts=cluster_inputs.get("namespaceBundleCounts"),
-        seed=int(latest_snapshot or 0),
-        usage_models=models,
-    )
+    state = cluster_inputs.get("state")
+    options: dict[str, Any] = {
+        "now_millis": now_millis,
+        "include_splits": cluster_inputs.get("includeSplits", True),
+        "namespace_bundle_counts": cluster_inputs.get("namespaceBundleCounts"),
+        "usage_models": models,
+    }
+    load_manager = cluster_inputs.get("loadManager")
+    if load_manager:
+        config = config.with_settings({"loadManagerClassName": load_manager}, source=f"settings of {cluster}")
+    if config.extensible or (load_manager is None and throughputs):
+        own = {broker: row.get("weighted_max_ema") for broker, row in brokers.items()}
+        throughput_ema = {
+            broker: moving_average((value for _, value in sorted(series)), config.history_resource_percentage)
+            for broker, series in throughputs.items()
+        }
+        taken_millis = max(int(row["last_update"]) for row in brokers.values())
+        extensible = extensible_load_data(
+            load_data.brokers,
+            own,
+            throughput_ema,
+            taken_millis,
+            config,
+            load_data.recently_unloaded_bundles,
+            cluster_inputs.get("recentlyUnloadedBrokers", {}),
+        )
+        plan = make_transfer_plan(cluster, load_data, extensible, config, state, requested_strategy=strategy, **options)
+    else:
+        plan = make_plan(cluster, load_data, config, strategy, state, seed=int(latest_snapshot or 0), **options)
     return JobResult(
         plan=plan.to_document(),
         snapshot=latest_snapshot,
@@ -975,6 +996,21 @@ def plan_clusters(
                 "cluster",
                 F.lit("average").alias("kind"),
                 F.to_json(F.struct(F.col("bundle"), F.struct(*average_columns).alias("row"))).alias("payload"),
+            )
+        )
+        .unionByName(
+            # On the extensible load manager (where brokers give their weightedMaxEMA): each broker's throughput
+            # over the history, for TransferShedder's msgThroughputEMA.
+            brokers.where(F.col("weighted_max_ema").isNotNull()).select(
+                "cluster",
+                F.lit("throughput").alias("kind"),
+                F.to_json(
+                    F.struct(
+                        F.col("broker"),
+                        F.col("snapshot_id"),
+                        (F.col("msg_throughput_in") + F.col("msg_throughput_out")).alias("throughput"),
+                    )
+                ).alias("payload"),
             )
         )
     )

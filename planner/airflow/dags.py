@@ -32,7 +32,7 @@ from planner.airflow import tasks as airflow_tasks
 from planner.airflow.operators import ExecutionWindowOperator, PlanApprovalOperator
 from planner.airflow.provider import executor_json_types
 from planner.airflow.schedule import plan_schedule, samples_asset_name
-from planner.plan.shedding.registry import STRATEGIES
+from planner.plan.shedding.registry import MODULAR_STRATEGIES
 from planner.settings import ExecutorSettings, PlannerSettings, planner_settings
 
 # The whole DAG file a deployment needs (dags/pulsar_rebalance.py is exactly this).
@@ -167,7 +167,8 @@ def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
             cluster,
             plan_schedule(cluster, settings.plan_profile),
             {
-                "strategy": Param("AvgShedder", enum=[strategy.name for strategy in STRATEGIES]),
+                # On a cluster of the extensible load manager the plan is TransferShedder's, whatever this says.
+                "strategy": Param("AvgShedder", enum=[s.name for s in MODULAR_STRATEGIES]),
                 "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
                 "recompute_averages": Param(
                     False,

@@ -10,17 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from planner.collect.collector import cluster_row
 from planner.errors import NotFoundError
-from planner.lifecycle import PlanStatus
+from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, PlanStatus
 from planner.plan.document import PlanDocument
 from planner.store.database import Store
-from planner.store.models import Cluster, Plan, PlanAction, PlanMeasurement, StrategyState, audit_event, utc_now
+from planner.store.models import (
+    ActionExecution,
+    Cluster,
+    Plan,
+    PlanAction,
+    PlanMeasurement,
+    StrategyState,
+    audit_event,
+    utc_now,
+)
 
 
 class StaleStateError(RuntimeError):
@@ -211,3 +221,31 @@ def record_measurement(
             PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
         )
         session.add(audit_event(plan.cluster.name, actor, "plan.measured", plan=plan_id, snapshot=snapshot_id))
+
+
+def recently_unloaded_brokers(
+    store: Store, cluster: str, as_of: datetime, within: timedelta = timedelta(hours=1)
+) -> dict[str, int]:
+    """The source brokers of the cluster's unloads that took effect within `within` before `as_of`, each with its
+    latest (epoch millis): TransferShedder's cool-down input (Pulsar's UnloadScheduler records the source broker
+    of every unload it completes)."""
+    applied = [status.value for status in APPLIED_ATTEMPT_STATUSES]
+    with store.session() as session:
+        rows = session.execute(
+            select(PlanAction.source, func.max(ActionExecution.finished_at))
+            .join(ActionExecution, ActionExecution.action_id == PlanAction.id)
+            .join(Plan, Plan.id == PlanAction.plan_id)
+            .join(Cluster, Cluster.id == Plan.cluster_id)
+            .where(
+                Cluster.name == cluster,
+                PlanAction.kind == "unload",
+                ActionExecution.status.in_(applied),
+                ActionExecution.finished_at > as_of - within,
+                ActionExecution.finished_at <= as_of,
+            )
+            .group_by(PlanAction.source)
+        ).all()
+    return {
+        source: int((finished if finished.tzinfo else finished.replace(tzinfo=UTC)).timestamp() * 1000)
+        for source, finished in rows
+    }

@@ -362,14 +362,25 @@ class PulsarAdminClient:
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def cluster_name(self) -> str:
-        """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster)."""
+    def runtime_configuration(self) -> dict[str, Any]:
+        """The answering broker's configuration (every key, as strings); empty when it may not be read."""
         try:
             runtime = self._get_json("/admin/v2/brokers/configuration/runtime")
-            if isinstance(runtime, dict) and runtime.get("clusterName"):
-                return str(runtime["clusterName"])
         except AdminError as error:
-            logger.info("runtime configuration unavailable (%s); falling back to the cluster list", error)
+            logger.info("runtime configuration unavailable (%s)", error)
+            return {}
+        return runtime if isinstance(runtime, dict) else {}
+
+    def load_manager_class_name(self) -> str | None:
+        """`loadManagerClassName` of the cluster's brokers (from the runtime configuration), None if unknown."""
+        name = self.runtime_configuration().get("loadManagerClassName")
+        return str(name) if name else None
+
+    def cluster_name(self) -> str:
+        """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster)."""
+        runtime = self.runtime_configuration()
+        if runtime.get("clusterName"):
+            return str(runtime["clusterName"])
         clusters = self._get_json("/admin/v2/clusters")
         if isinstance(clusters, list) and len(clusters) == 1:
             return str(clusters[0])
@@ -391,6 +402,11 @@ class PulsarAdminClient:
     def topic_stats(self, broker_id: str) -> dict[str, Any]:
         """Per-topic stats of the topics a broker serves: `{ns: {range: {"persistent": {topic: {...}}}}}`."""
         return self._get_json("/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme))
+
+    def broker_metrics(self, broker_id: str) -> list[dict[str, Any]]:
+        """A broker's metrics (`[{"dimensions": {...}, "metrics": {...}}]`); on the extensible load manager they
+        hold its `brk_lb_*` resource usage. Reading them makes the broker compute its load data again."""
+        return self._get_json("/admin/v2/broker-stats/metrics", base=broker_url(broker_id, self.scheme))
 
     def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, Any]:
         return self._get_json(

@@ -33,6 +33,8 @@ from sqlalchemy.orm import Session
 
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.collect.extensible import broker_load
+from planner.config import PulsarConfig
 from planner.errors import InputError, NotFoundError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus, advance
@@ -203,7 +205,10 @@ def collect(
 ) -> CollectResult:
     """Take one snapshot of the cluster behind `client` and record it everywhere (the store, and the archive and
     samples under the storage root `root`, a path or URI), or nowhere."""
-    cluster = cluster_name or client.cluster_name()
+    runtime = client.runtime_configuration()
+    cluster = cluster_name or (str(runtime["clusterName"]) if runtime.get("clusterName") else client.cluster_name())
+    load_manager = str(runtime["loadManagerClassName"]) if runtime.get("loadManagerClassName") else None
+    extensible = load_manager is not None and PulsarConfig(loadManagerClassName=load_manager).extensible
     taken_at = datetime.now(UTC)
     brokers = client.active_brokers(cluster)
     try:
@@ -212,31 +217,51 @@ def collect(
         logger.warning("%s: no leader answer: %s", cluster, error)
         leader = None
 
-    raw_reports = client.map_concurrently(brokers, client.load_report_text)
-    reports: dict[str, LocalBrokerData] = {}
     missing: dict[str, str] = {}
-    for broker_id, raw in raw_reports.items():
-        if isinstance(raw, AdminError):
-            missing[broker_id] = str(raw)
-            continue
-        try:
-            reports[broker_id] = local_broker_data_from_json(raw, broker_id)
-        except InputError as error:
-            missing[broker_id] = str(error)
+    reports: dict[str, LocalBrokerData] = {}
+    weighted_max_ema: dict[str, float | None] = {}
+    if extensible:
+        answers = client.map_concurrently(brokers, lambda broker: _extensible_answers(client, cluster, broker))
+        raw_reports: dict[str, Any] = {}
+        for broker_id, answer in answers.items():
+            if isinstance(answer, AdminError):
+                missing[broker_id] = str(answer)
+                continue
+            try:
+                load = broker_load(broker_id, *answer, int(taken_at.timestamp() * 1000))
+            except InputError as error:
+                missing[broker_id] = str(error)
+                continue
+            reports[broker_id], weighted_max_ema[broker_id] = load.report, load.weighted_max_ema
+            raw_reports[broker_id] = load.report.model_dump_json(by_alias=True)
+        topics = {broker: answer[1] for broker, answer in answers.items() if broker in reports}
+        owned = {broker: answer[2] for broker, answer in answers.items() if broker in reports}
+    else:
+        raw_reports = client.map_concurrently(brokers, client.load_report_text)
+        for broker_id, raw in raw_reports.items():
+            if isinstance(raw, AdminError):
+                missing[broker_id] = str(raw)
+                continue
+            try:
+                reports[broker_id] = local_broker_data_from_json(raw, broker_id)
+            except InputError as error:
+                missing[broker_id] = str(error)
+        topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
+        # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
+        owned = client.map_concurrently(sorted(reports), lambda broker: sorted(client.owned_bundles(cluster, broker)))
     for broker_id, reason in missing.items():
         logger.warning("%s: broker %s missing from the snapshot: %s", cluster, broker_id, reason)
 
     reported_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.last_stats}
     namespaces = sorted(ns for ns in reported_namespaces if not is_system_service_namespace(ns))
     boundaries = client.map_concurrently(namespaces, client.bundle_boundaries)
-    topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
-    # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
-    owned = client.map_concurrently(sorted(reports), lambda broker: sorted(client.owned_bundles(cluster, broker)))
 
     archive = {
         "cluster": cluster,
         "adminUrl": client.admin_url,
         "takenAt": taken_at.isoformat(),
+        "loadManager": load_manager,
+        "weightedMaxEMA": weighted_max_ema,
         "leader": leader,
         "activeBrokers": brokers,
         "loadReports": {b: raw for b, raw in raw_reports.items() if not isinstance(raw, AdminError)},
@@ -258,6 +283,7 @@ def collect(
             bundles=bundle_count,
             partial=bool(missing),
             missing_brokers=missing,
+            load_manager=load_manager,
             archive_path="",
             leader=leader,
             status=advance(None, SnapshotStatus.STAGED, "a new snapshot").value,
@@ -272,7 +298,7 @@ def collect(
         _write_archive(files[0][0], archive)
         failpoint("collector.file-staged")
         for (staged_path, _), rows in zip(
-            files[1:], snapshot_tables(snapshot_id, taken_at, reports).values(), strict=True
+            files[1:], snapshot_tables(snapshot_id, taken_at, reports, weighted_max_ema).values(), strict=True
         ):
             storage.write_parquet(rows, staged_path)
             failpoint("collector.file-staged")
@@ -297,6 +323,13 @@ def collect(
         _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
         raise
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
+
+
+def _extensible_answers(
+    client: PulsarAdminClient, cluster: str, broker: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    """What a broker of the extensible load manager says of its load: its metrics, topic stats and bundles."""
+    return client.broker_metrics(broker), client.topic_stats(broker), sorted(client.owned_bundles(cluster, broker))
 
 
 def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> LoadData:
@@ -372,6 +405,7 @@ def list_snapshots(store: Store, cluster: str | None = None, *, limit: int = 50)
                 "bundles": snapshot.bundles,
                 "partial": snapshot.partial,
                 "missingBrokers": sorted(snapshot.missing_brokers),
+                "loadManager": snapshot.load_manager,
             }
             for snapshot, name in session.execute(query)
         ]

@@ -55,3 +55,16 @@ SHARED_BROKER_SETTINGS: Mapping[str, object] = MappingProxyType(
 def as_pulsar_image_env(settings: Mapping[str, object]) -> dict[str, str]:
     """`settings` as environment variables of an `apachepulsar/pulsar` container (`PULSAR_PREFIX_<key>`)."""
     return {f"{PULSAR_ENV_PREFIX}{key}": str(value) for key, value in settings.items()}
+
+
+# Over the shared settings, for a cluster on the extensible load manager (PIP-192). Its shedding stays off, as the
+# modular one's: an unload the planner makes with the admin API is not recorded by the leader's UnloadScheduler, so
+# Pulsar's own TransferShedder would not give the moved bundle its grace period and could move it straight back.
+EXTENSIBLE_BROKER_SETTINGS: Mapping[str, object] = MappingProxyType(
+    {
+        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+        "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
+        "loadBalancerSheddingEnabled": "false",
+        "loadBalancerAutoBundleSplitEnabled": "false",
+    }
+)

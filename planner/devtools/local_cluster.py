@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -35,14 +36,14 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from planner.devtools.broker_settings import SHARED_BROKER_SETTINGS
+from planner.devtools.broker_settings import EXTENSIBLE_BROKER_SETTINGS, SHARED_BROKER_SETTINGS
 from planner.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
 
@@ -65,6 +66,8 @@ ENV_START_TIMEOUT = f"{ENV_PREFIX}START_TIMEOUT"
 ENV_BROKER_MEM = f"{ENV_PREFIX}BROKER_MEM"
 ENV_AUTH = f"{ENV_PREFIX}LOCAL_AUTH"
 AUTH_MODES = ("none", "token")
+ENV_LOAD_MANAGER = f"{ENV_PREFIX}LOCAL_LOAD_MANAGER"
+LOAD_MANAGERS = ("modular", "extensible")
 SUPERUSER_ROLE = "admin"
 
 HOST = "127.0.0.1"
@@ -135,6 +138,8 @@ class LocalClusterSettings:
     broker_mem: tuple[str, ...]
     # "token": Pulsar's JWT authentication and authorization on the brokers, one superuser token in a file.
     auth: str = "none"
+    # "extensible": the brokers run the extensible load manager (PIP-192) instead of ModularLoadManagerImpl.
+    load_manager: str = "modular"
 
     @property
     def cluster_dir(self) -> Path:
@@ -193,6 +198,7 @@ def settings_from_env() -> LocalClusterSettings:
         start_timeout_seconds=dev.start_timeout,
         broker_mem=tuple(dev.broker_mem.split()),
         auth=dev.local_auth,
+        load_manager=dev.local_load_manager,
     )
 
 
@@ -301,6 +307,12 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
     with _file_lock(settings.cluster_dir / ".lock"):
         running = status(settings)
         if running is not None and running["healthy"]:
+            if running.get("loadManager", "modular") != settings.load_manager:
+                raise LocalClusterError(
+                    f"the cluster running under {settings.cluster_dir} has the {running.get('loadManager', 'modular')} "
+                    f"load manager, not the {settings.load_manager} one: stop it first (pulsar-rebalance local-cluster "
+                    "stop)"
+                )
             if len(running["brokers"]) != brokers:
                 log.warning(
                     "cluster already running with %d brokers (asked for %d); returning it",
@@ -316,6 +328,11 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
         if settings.auth not in AUTH_MODES:
             raise LocalClusterError(
                 f"unknown auth {settings.auth!r} ({ENV_AUTH}): choose one of {', '.join(AUTH_MODES)}"
+            )
+        if settings.load_manager not in LOAD_MANAGERS:
+            raise LocalClusterError(
+                f"unknown load manager {settings.load_manager!r} ({ENV_LOAD_MANAGER}): "
+                f"choose one of {', '.join(LOAD_MANAGERS)}"
             )
         if settings.auth == "token":
             _write_token_files(settings)
@@ -353,6 +370,7 @@ def stop(settings: LocalClusterSettings | None = None) -> None:
     settings.cluster_dir.mkdir(parents=True, exist_ok=True)
     with _file_lock(settings.cluster_dir / ".lock"):
         _stop_processes(settings)
+        _remove_cgroups(settings)
 
 
 def stop_broker(index: int, settings: LocalClusterSettings | None = None) -> int:
@@ -451,6 +469,7 @@ def _cluster_description(settings: LocalClusterSettings, brokers: int) -> dict[s
         "logDir": str(settings.log_dir),
         "dataDir": str(settings.data_dir),
         "auth": settings.auth,
+        "loadManager": settings.load_manager,
         **({"tokenFile": str(settings.token_file)} if settings.auth == "token" else {}),
     }
 
@@ -589,6 +608,7 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         "brokerServicePort": settings.broker_port(index),
         # The settings every cluster of this project shares with docker-compose.yml's brokers.
         **SHARED_BROKER_SETTINGS,
+        **(EXTENSIBLE_BROKER_SETTINGS if settings.load_manager == "extensible" else {}),
         **(_token_auth_conf(settings) if settings.auth == "token" else {}),
     }
 
@@ -667,13 +687,58 @@ def _marker(settings: LocalClusterSettings, name: str) -> str:
     return f"-Dpulsar-rebalance.process={name}@{settings.cluster_dir}"
 
 
+_CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cgroup_parent(hierarchy: Path, settings: LocalClusterSettings) -> Path:
+    return hierarchy / "pulsar-rebalance" / f"{settings.cluster_name}-{settings.web_port_base}"
+
+
+def _remove_cgroups(settings: LocalClusterSettings) -> None:
+    """The cluster's cgroups, once its processes are gone (a cgroup with a process in it stays)."""
+    for parent in {_cgroup_parent(_CGROUP_ROOT / c, settings) for c in ("cpu", "cpuacct", "")}:
+        for group in [*parent.glob("*"), parent] if parent.is_dir() else []:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+
+
+def _own_cpu_accounting(settings: LocalClusterSettings, name: str) -> list[Path]:
+    """The `cgroup.procs` files of a CPU-accounting cgroup of the process's own (created here), in every hierarchy
+    that counts CPU (cgroup v1's cpu and cpuacct, or v2's unified one); none where cgroups are not writable.
+
+    A broker reads its CPU usage from its cgroup (the JVM's container metrics), else from the whole host: brokers
+    on one machine would all report the machine's usage, and the extensible load manager, which ranks brokers by
+    their resource usage alone, could not tell a busy broker from an idle one."""
+    hierarchies = [_CGROUP_ROOT / controller for controller in ("cpu", "cpuacct")]
+    hierarchies = [path for path in hierarchies if (path / "cgroup.procs").exists()] or [_CGROUP_ROOT]
+    procs = []
+    for hierarchy in hierarchies:
+        group = _cgroup_parent(hierarchy, settings) / name
+        try:
+            group.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            log.warning("%s reports the machine's CPU usage: no cgroup of its own (%s)", name, error)
+            return []
+        procs.append(group / "cgroup.procs")
+    return procs if all(path.exists() for path in procs) else []
+
+
 def _launch(
-    settings: LocalClusterSettings, lib_dir: Path, name: str, mem: list[str], main: list[str]
+    settings: LocalClusterSettings,
+    lib_dir: Path,
+    name: str,
+    mem: list[str],
+    main: list[str],
+    cgroups: Sequence[Path] = (),
 ) -> dict[str, Any]:
     workdir = settings.data_dir / name
     workdir.mkdir(parents=True, exist_ok=True)
     marker = _marker(settings, name)
     command = [_java(), marker, *_JVM_FLAGS, *mem, *_log_flags(settings, name), "-cp", str(lib_dir / "*"), *main]
+    if cgroups:
+        # The shell joins the cgroups and becomes the JVM (same PID), which reads its CPU usage from them.
+        joins = " && ".join(f"echo $$ > {shlex.quote(str(path))}" for path in cgroups)
+        command = ["sh", "-c", f'{joins} && exec "$0" "$@"', *command]
     with (settings.log_dir / f"{name}.out").open("ab") as out:
         # A new session: the cluster outlives the CLI call or test session that started it.
         process = subprocess.Popen(
@@ -713,17 +778,21 @@ def _zookeeper_ok(port: int) -> bool:
 
 
 def _brokers_ready(state: Mapping[str, Any]) -> bool:
-    """Every broker lists all brokers of the cluster, serves its load report, and a leader exists."""
+    """Every broker lists all brokers of the cluster, serves its load (its load report; on the extensible load
+    manager, which has none, its load-balancing metrics), and a leader exists."""
     expected = {broker["id"] for broker in state["brokers"]}
     cluster = state["cluster"]
     headers = admin_headers(state)
+    extensible = state.get("loadManager") == "extensible"
+    load = "/admin/v2/broker-stats/metrics" if extensible else "/admin/v2/broker-stats/load-report"
     try:
         for broker in state["brokers"]:
             url = broker["adminUrl"]
             listed = requests.get(f"{url}/admin/v2/brokers/{cluster}", headers=headers, timeout=5)
             if listed.status_code != 200 or set(listed.json()) != expected:
                 return False
-            if requests.get(f"{url}/admin/v2/broker-stats/load-report", headers=headers, timeout=5).status_code != 200:
+            answer = requests.get(f"{url}{load}", headers=headers, timeout=5)
+            if answer.status_code != 200 or (extensible and "brk_lb_cpu_usage" not in answer.text):
                 return False
         first = state["brokers"][0]["adminUrl"]
         if requests.get(f"{first}/admin/v2/brokers/leaderBroker", headers=headers, timeout=5).status_code != 200:
@@ -758,12 +827,16 @@ def _running_state(settings: LocalClusterSettings) -> dict[str, Any]:
 
 
 def _launch_broker(settings: LocalClusterSettings, lib_dir: Path, name: str, conf: Path) -> dict[str, Any]:
+    # Each broker of the extensible load manager counts its own CPU (the modular one's tests and demo were built
+    # around brokers that share the machine's figure, and keep it).
+    cgroups = _own_cpu_accounting(settings, name) if settings.load_manager == "extensible" else []
     return _launch(
         settings,
         lib_dir,
         name,
         list(settings.broker_mem),
         ["org.apache.pulsar.PulsarBrokerStarter", "--broker-conf", str(conf)],
+        cgroups,
     )
 
 

@@ -45,6 +45,7 @@ from planner.errors import InputError, NotFoundError
 from planner.execute.fence import fence, fence_name, unfence
 from planner.failpoints import failpoint
 from planner.lifecycle import (
+    APPLIED_ATTEMPT_STATUSES,
     DONE_ATTEMPT_STATUSES,
     EXECUTABLE_PLAN_STATUSES,
     IN_DOUBT_ATTEMPT_STATUSES,
@@ -73,8 +74,6 @@ EXECUTOR_POINTS = (
 )
 
 NOT_RUN = "not-run"  # report only: the action was not reached in this run
-# Outcomes that leave the bundle unloaded: later plans skip it for the grace period.
-UNLOADED = frozenset({AttemptStatus.SUCCEEDED, AttemptStatus.PLACED_ELSEWHERE, AttemptStatus.RECONCILED_APPLIED})
 # Outcomes that count towards `max_failures`.
 FAILURES = frozenset(
     {AttemptStatus.FAILED.value, AttemptStatus.UNKNOWN.value, AttemptStatus.RECONCILED_NOT_APPLIED.value}
@@ -374,7 +373,7 @@ class _Run:
             if status not in IN_DOUBT_ATTEMPT_STATUSES:
                 row.finished_at = utc_now()
             self._audit(session, f"action.{status.value}", action, attempt=row.attempt, reason=reason, **seen)
-            if status in UNLOADED:
+            if status in APPLIED_ATTEMPT_STATUSES:  # the bundle was unloaded: later plans skip it a while
                 self._remember_unload(session, action)
 
         self._write(change)

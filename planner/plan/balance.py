@@ -14,7 +14,8 @@ from typing import Any
 from planner.config import PulsarConfig
 from planner.model import LoadData
 from planner.plan.forecast import BrokerForecast
-from planner.plan.shedding import avg_shedder, uniform_load_shedder
+from planner.plan.shedding import avg_shedder, transfer_shedder, uniform_load_shedder
+from planner.plan.shedding.transfer_shedder import TransferOutcome
 
 AVG_SHEDDERS = ("AvgShedder", "AvgShedderPredictive")
 # The strategies' own words for "within the thresholds": the summary says that with figures instead.
@@ -149,3 +150,49 @@ def balance_report(
         )
     thresholds = _thresholds(strategy, config)
     return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
+
+
+def transfer_balance_report(
+    outcome: TransferOutcome, config: PulsarConfig, brokers: Sequence[BrokerForecast], planned: int
+) -> BalanceReport:
+    """TransferShedder's measure: the standard deviation of the brokers' weightedMaxEMA against its target, and
+    the consecutive cycles its shedding condition held."""
+    thresholds = {
+        "loadBalancerBrokerLoadTargetStd": config.broker_load_target_std,
+        "loadBalancerSheddingConditionHitCountThreshold": config.shedding_condition_hit_count_threshold,
+        "loadBalancerBrokerOverloadedThresholdPercentage": config.broker_overloaded_threshold_percentage,
+    }
+    score_spread = spread([broker.score_before for broker in brokers])
+    msg_rate_spread = spread([broker.msg_rate_before for broker in brokers])
+    measured = f"load std {outcome.std:.3f} (target {config.broker_load_target_std:g}), mean {outcome.average:.3f}"
+    balanced = False
+    waiting: tuple[str, ...] = ()
+    if planned:
+        summary = f"{planned} action(s) planned by {transfer_shedder.NAME}"
+    elif len(brokers) < 2:
+        summary = f"Nothing to balance: {len(brokers)} broker(s) reported"
+    elif outcome.skipped is transfer_shedder.Reason.HIT_COUNT and outcome.state.hit_count == 0:
+        balanced = True
+        summary = f"Balanced, nothing to do: {measured}, no broker under- or overloaded"
+    elif outcome.skipped is transfer_shedder.Reason.HIT_COUNT:
+        needed = config.shedding_condition_hit_count_threshold + 1
+        waiting = (f"the shedding condition held {outcome.state.hit_count} of {needed} consecutive cycles",)
+        summary = f"Nothing to do yet: {measured}; {waiting[0]}"
+    elif outcome.skipped in _STOPPED_BEFORE_MEASURING:
+        # The cycle stopped before it measured the brokers' load: there is no std to show.
+        why = _STOPPED_BEFORE_MEASURING[outcome.skipped].format(config=config)
+        summary = "; ".join([f"Nothing planned ({outcome.skipped.value}): {why}", *outcome.notes])
+    else:
+        reason = outcome.skipped.value if outcome.skipped else "nothing to move"
+        summary = "; ".join([f"Nothing planned ({reason}): {measured}", *outcome.notes])
+    return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
+
+
+_STOPPED_BEFORE_MEASURING = {
+    transfer_shedder.Reason.COOL_DOWN: "a broker was unloaded less than loadBalanceSheddingDelayInSeconds "
+    "({config.shedding_delay_seconds} s) before its load data",
+    transfer_shedder.Reason.OUTDATED_DATA: "every broker's load data is older than "
+    "loadBalancerBrokerLoadDataTTLInSeconds ({config.broker_load_data_ttl_seconds} s)",
+    transfer_shedder.Reason.NO_LOAD_DATA: "an available broker has no load data",
+    transfer_shedder.Reason.NO_BROKERS: "no broker has load data",
+}

@@ -142,6 +142,8 @@ class PlanDocument(_Document):
     predicted_moves: list[PredictedMoveDocument] = Field(default_factory=list)
     maintenance: MaintenanceDocument | None = None
     balance: BalanceDocument | None = None
+    # The cluster's load manager (loadManagerClassName's class), which decided how the plan was made.
+    load_manager: str | None = None
 
     @property
     def mode(self) -> str:

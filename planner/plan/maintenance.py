@@ -134,6 +134,7 @@ def _result(
         notes=tuple(notes),
         usage_models=usage_models,
         maintenance={**request.to_json(), "overCapacity": sorted(over_capacity)},
+        load_manager=placement.config.load_manager_short_name,
     )
 
 

@@ -7,22 +7,25 @@ snapshot's average costs.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner.config import PulsarConfig
-from planner.model import LoadData
-from planner.plan.balance import BalanceReport, balance_report
+from planner.model import ExtensibleLoadData, LoadData
+from planner.plan.balance import BalanceReport, balance_report, transfer_balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
 from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.split import can_split
 from planner.plan.document import PlanDocument, actions_hash
+from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
+from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.plan.shedding.registry import shedding_strategy
@@ -71,6 +74,7 @@ class PlanResult:
     predicted_moves: tuple[PredictedMove, ...] = ()
     maintenance: dict[str, Any] | None = None  # a maintenance plan's MaintenanceDocument (JSON)
     balance: BalanceReport | None = None  # why the strategy planned what it did (None for maintenance plans)
+    load_manager: str | None = None  # the cluster's load manager class (short name)
 
     @property
     def actions_hash(self) -> str:
@@ -108,6 +112,7 @@ class PlanResult:
             ],
             "maintenance": self.maintenance,
             "balance": self.balance.to_json() if self.balance is not None else None,
+            "loadManager": self.load_manager,
         }
 
 
@@ -240,7 +245,98 @@ def make_plan(
         usage_models=usage_models,
         predicted_moves=predicted_moves,
         balance=balance_report(strategy.name, config, load_data, brokers, pairs, notes, len(actions)),
+        load_manager=config.load_manager_short_name,
     )
+
+
+def make_transfer_plan(
+    cluster: str,
+    load_data: LoadData,
+    extensible: ExtensibleLoadData,
+    config: PulsarConfig,
+    state: Mapping[str, Any] | None,
+    *,
+    now_millis: int,
+    include_splits: bool = True,
+    namespace_bundle_counts: Mapping[str, int] | None = None,
+    usage_models: UsageModels | None = None,
+    requested_strategy: str | None = None,
+) -> PlanResult:
+    """One planning run on a cluster of the extensible load manager: one TransferShedder cycle on `extensible`
+    (its brokers' load data and top bundles) and one cycle of its split strategy; `load_data` (the same
+    snapshot's reports and bundle averages) feeds the forecast. Every unload is a transfer to the destination
+    TransferShedder chose."""
+    strategy = shedding_strategy(transfer_shedder.NAME)
+    before = strategy.load_state(state)
+    grace = config.shedding_grace_period_millis
+    recent = {bundle: at for bundle, at in extensible.recently_unloaded_bundles.items() if at >= now_millis - grace}
+    extensible = extensible.model_copy(update={"recently_unloaded_bundles": recent})
+    notes: list[str] = []
+    if requested_strategy and shedding_strategy(requested_strategy).name != strategy.name:
+        notes.append(
+            f"the cluster runs the extensible load manager: planned with {strategy.name}, not {requested_strategy}"
+        )
+    if len(extensible.available) <= 1:
+        # UnloadScheduler skips the cycle with one available broker; the strategy's counter stays as it was.
+        outcome = transfer_shedder.TransferOutcome((), None, before, dict(extensible.recently_unloaded_brokers))
+        notes.append(f"{len(extensible.available)} broker(s) available: Pulsar does not shed with fewer than two")
+    else:
+        outcome = strategy.run_extensible(extensible, config, before, now_millis)
+        notes.extend(outcome.notes)
+    actions = [
+        PlannedAction(
+            kind="unload",
+            bundle=decision.bundle,
+            source=decision.source,
+            destination=decision.destination,
+            msg_rate=_current_msg_rate(load_data, decision.source, decision.bundle),
+            throughput=decision.throughput,
+            reason=f"{strategy.name} ({decision.reason.value}): from {decision.source}, the most loaded of its pair, "
+            f"to {decision.destination or 'where placement puts it'}",
+        )
+        for decision in outcome.decisions
+    ]
+    split_hits = dict(outcome.state.split_hit_counts)
+    if include_splits:
+        choices, split_hits = bundles_to_split(load_data.brokers, config, split_hits, namespace_bundle_counts)
+        for choice in choices:
+            name = BundleName.parse(choice.bundle)
+            positions = range_equally_divide.split_positions(name.range)
+            algorithm = config.default_namespace_bundle_split_algorithm
+            stats = load_data.brokers[choice.broker].last_stats[choice.bundle]
+            actions.append(
+                PlannedAction(
+                    kind="split",
+                    bundle=choice.bundle,
+                    source=choice.broker,
+                    destination=None,
+                    msg_rate=stats.msg_rate_in + stats.msg_rate_out,
+                    throughput=stats.msg_throughput_in + stats.msg_throughput_out,
+                    reason=f"over the namespace bundle limit on {choice.reason} (the extensible split strategy)",
+                    split_algorithm=algorithm,
+                    split_positions=tuple(positions) if algorithm == range_equally_divide.NAME else None,
+                )
+            )
+    after = dataclasses.replace(outcome.state, split_hit_counts=split_hits)
+    moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
+    brokers = tuple(forecast(load_data, config, moves, usage_models))
+    return PlanResult(
+        cluster=cluster,
+        strategy=strategy.name,
+        actions=tuple(actions),
+        brokers=brokers,
+        state_before=strategy.dump_state(before),
+        state_after=strategy.dump_state(after),
+        notes=tuple(notes),
+        usage_models=usage_models,
+        balance=transfer_balance_report(outcome, config, brokers, len(actions)),
+        load_manager=config.load_manager_short_name,
+    )
+
+
+def _current_msg_rate(load_data: LoadData, broker: str, bundle: str) -> float:
+    stats = load_data.brokers[broker].last_stats.get(bundle) if broker in load_data.brokers else None
+    return stats.msg_rate_in + stats.msg_rate_out if stats is not None else 0.0
 
 
 def _single_broker_plan(
@@ -263,4 +359,5 @@ def _single_broker_plan(
         notes=notes,
         usage_models=usage_models,
         balance=balance_report(strategy, config, load_data, brokers, (), notes, 0),
+        load_manager=config.load_manager_short_name,
     )

@@ -18,13 +18,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from planner import progress, storage
-from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
+from planner.audit.plan_records import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
 from planner.collect.collector import read_archive, snapshot_reports, unpublished_snapshot_ids
+from planner.config import is_extensible_load_manager
 from planner.durations import parse_duration
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
+from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.registry import shedding_strategy
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
@@ -46,6 +48,13 @@ class PlanRequest:
         """Whose state the plan reads and commits: the strategy's, or the maintenance mode's (always empty)."""
         return self.maintenance.mode.value if self.maintenance else shedding_strategy(self.strategy).name
 
+    def planner_name_on(self, load_manager: str | None) -> str:
+        """`planner_name` on a cluster of `load_manager`: the extensible one's plans are TransferShedder's whatever
+        strategy was asked for."""
+        if self.maintenance is None and is_extensible_load_manager(load_manager):
+            return transfer_shedder.NAME
+        return self.planner_name
+
 
 def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
     with store.session() as session:
@@ -65,13 +74,12 @@ def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
 def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple[dict[str, Any], dict[str, int]]:
     """Per cluster: stored state, settings, recently unloaded bundles, namespace bundle counts and the snapshots
     within the history window up to `as_of`; and the state version each was read at."""
-    strategy = request.planner_name
     history = parse_duration(request.history)
     inputs: dict[str, Any] = {}
     versions: dict[str, int] = {}
     for cluster in request.clusters:
-        stored = read_state(store, cluster, strategy)
         snapshot = _latest_snapshot(store, cluster)
+        stored = read_state(store, cluster, request.planner_name_on(snapshot.load_manager))
         archive = read_archive(snapshot.archive_path)
         with store.session() as session:
             recent = {
@@ -88,6 +96,9 @@ def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple
             "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
             # Which load reports those files hold: the job places each sample among its broker's by them.
             "reports": snapshot_reports(store, cluster, as_of - history, as_of).model_dump(mode="json"),
+            # The brokers' load manager at the latest snapshot: the extensible one plans with TransferShedder.
+            "loadManager": snapshot.load_manager,
+            "recentlyUnloadedBrokers": recently_unloaded_brokers(store, cluster, as_of),
         }
         if request.maintenance is not None:
             inputs[cluster]["maintenance"] = request.maintenance.to_json()

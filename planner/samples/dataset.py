@@ -50,6 +50,9 @@ BROKER_SCHEMA = pa.schema(
         ("num_consumers", pa.int64()),
         ("num_producers", pa.int64()),
         ("last_update", pa.int64()),
+        # The broker's own weightedMaxEMA on the extensible load manager (null on the modular one, and in files
+        # written before the column existed).
+        ("weighted_max_ema", pa.float64()),
     ]
 )
 
@@ -80,7 +83,12 @@ def _partition(root: str | Path, table: str, cluster: str, taken_at: datetime) -
     return storage.join(samples_root(root), table, f"cluster={cluster}", f"date={taken_at.date().isoformat()}")
 
 
-def broker_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]) -> pa.Table:
+def broker_rows(
+    snapshot_id: int,
+    taken_at: datetime,
+    reports: Mapping[str, LocalBrokerData],
+    weighted_max_ema: Mapping[str, float | None] | None = None,
+) -> pa.Table:
     rows = [
         {
             "snapshot_id": snapshot_id,
@@ -105,6 +113,7 @@ def broker_rows(snapshot_id: int, taken_at: datetime, reports: Mapping[str, Loca
             "num_consumers": report.num_consumers,
             "num_producers": report.num_producers,
             "last_update": report.last_update,
+            "weighted_max_ema": (weighted_max_ema or {}).get(broker_id),
         }
         for broker_id, report in sorted(reports.items())
     ]
@@ -149,11 +158,14 @@ def sample_path(root: str | Path, table: str, cluster: str, snapshot_id: int, ta
 
 
 def snapshot_tables(
-    snapshot_id: int, taken_at: datetime, reports: Mapping[str, LocalBrokerData]
+    snapshot_id: int,
+    taken_at: datetime,
+    reports: Mapping[str, LocalBrokerData],
+    weighted_max_ema: Mapping[str, float | None] | None = None,
 ) -> dict[str, pa.Table]:
-    """One snapshot's rows, per table."""
+    """One snapshot's rows, per table (with the brokers' own weightedMaxEMA on the extensible load manager)."""
     return {
-        "brokers": broker_rows(snapshot_id, taken_at, reports),
+        "brokers": broker_rows(snapshot_id, taken_at, reports, weighted_max_ema),
         "bundles": bundle_rows(snapshot_id, taken_at, reports),
     }
 

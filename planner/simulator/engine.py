@@ -36,7 +36,7 @@ from planner.plan.planning import make_plan
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove
-from planner.plan.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
+from planner.plan.shedding.registry import MODULAR_STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
@@ -112,11 +112,11 @@ def parse_policy(text: str) -> Policy:
                 cadence = 0
             if cadence < 1:
                 raise InputError(f"invalid policy {text!r}: the cadence after @ must be a positive number of minutes")
-        strategy = shedding_strategy(body)
+        strategy = _modular(shedding_strategy(body), text)
         suffix = f"@{cadence}" if cadence else ""
         return Policy(f"{OFFLINE_PREFIX}{strategy.name}{suffix}", strategy, True, cadence_minutes=cadence)
     body, _, placement = text.partition("+")
-    strategy = shedding_strategy(body)
+    strategy = _modular(shedding_strategy(body), text)
     if not strategy.in_pulsar:
         raise InputError(f"invalid policy {text!r}: {strategy.name} is an offline plan; use offline:{strategy.name}")
     if placement:
@@ -131,8 +131,15 @@ def parse_policy(text: str) -> Policy:
     return Policy(strategy.name, strategy, False)
 
 
+def _modular(strategy: SheddingStrategy, text: str) -> SheddingStrategy:
+    if strategy.extensible:
+        raise InputError(f"invalid policy {text!r}: the simulator models ModularLoadManagerImpl, not {strategy.name}")
+    return strategy
+
+
 def known_policies() -> list[str]:
-    return [s.name for s in STRATEGIES if s.in_pulsar] + [OFFLINE_PREFIX + s.name for s in STRATEGIES]
+    # the simulator models ModularLoadManagerImpl only
+    return [s.name for s in MODULAR_STRATEGIES if s.in_pulsar] + [OFFLINE_PREFIX + s.name for s in MODULAR_STRATEGIES]
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,8 @@ class Snapshot(Base):
     partial: Mapped[bool] = mapped_column(Boolean)
     # broker id -> error of the brokers that were listed as active but could not be read
     missing_brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The brokers' loadManagerClassName (None: not known, e.g. the runtime configuration was not readable).
+    load_manager: Mapped[str | None] = mapped_column(String(300), nullable=True)
     archive_path: Mapped[str] = mapped_column(String(1000))
     leader: Mapped[str | None] = mapped_column(String(300), nullable=True)
     # planner.lifecycle.SnapshotStatus: readers see only published snapshots.

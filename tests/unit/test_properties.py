@@ -19,7 +19,7 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
     topic_hash,
 )
 from planner.plan.shedding import avg_shedder, uniform_load_shedder
-from planner.plan.shedding.registry import STRATEGIES
+from planner.plan.shedding.registry import MODULAR_STRATEGIES
 from tests.builders import broker, bundle_data, load_data
 
 rates = st.floats(min_value=0, max_value=1e6, allow_nan=False)
@@ -76,7 +76,7 @@ configs = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(load_datas(), configs)
 def test_every_strategy_selects_owned_bundles_that_were_not_recently_unloaded(data, config):
-    for strategy in STRATEGIES:
+    for strategy in MODULAR_STRATEGIES:
         state = strategy.initial_state()
         for _ in range(2):
             outcome = strategy.run(data, config, state)
@@ -141,7 +141,7 @@ def test_strategies_are_deterministic_whatever_the_input_order(data, config, rnd
     shuffled = LoadData(
         brokers=dict(brokers), bundle_data=dict(bundles), recently_unloaded_bundles=data.recently_unloaded_bundles
     )
-    for strategy in STRATEGIES:
+    for strategy in MODULAR_STRATEGIES:
         first = strategy.run(data, config, strategy.initial_state())
         again = strategy.run(data, config, strategy.initial_state())
         reordered = strategy.run(shuffled, config, strategy.initial_state())

@@ -72,6 +72,10 @@ def test_config_defaults_follow_the_version():
     old = PulsarConfig.from_settings({"pulsarVersion": "3.0"})
     assert old.direct_memory_weight == 1.0 and old.pulsar_version.uniform_shedder_overshoot == 1000
     assert PulsarConfig.from_settings({"pulsarVersion": "3.2.4"}).direct_memory_weight == 0.0
+    # another version through with_settings takes that version's defaults, and keeps what was set
+    moved = PulsarConfig.from_settings({"pulsarVersion": "4.2.4", "maxUnloadPercentage": "0.3"})
+    moved = moved.with_settings({"pulsarVersion": "3.0.7"})
+    assert (moved.direct_memory_weight, moved.memory_weight, moved.max_unload_percentage) == (1.0, 1.0, 0.3)
 
 
 def test_bad_values_name_the_key():

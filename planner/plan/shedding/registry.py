@@ -104,6 +104,9 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
     ),
 )
 
+# The strategies of ModularLoadManagerImpl, which take LoadData.
+MODULAR_STRATEGIES = tuple(strategy for strategy in STRATEGIES if not strategy.extensible)
+
 
 def shedding_strategy(name: str) -> SheddingStrategy:
     """Look a strategy up by short name or Java class name."""

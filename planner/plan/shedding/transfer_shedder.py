@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -54,21 +54,33 @@ class Reason(StrEnum):
     NO_BROKERS = "NoBrokers"
 
 
+def _count(value: object, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(f"invalid {NAME} state: field {field_name} must be a non-negative integer, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class TransferShedderState:
-    """The consecutive cycles the shedding condition held (`unloadConditionHitCount`)."""
+    """The consecutive cycles the shedding condition held (`unloadConditionHitCount`), and per bundle those its
+    split condition held (the split strategy's `splitConditionHitCounts`, carried beside it by the planner)."""
 
     hit_count: int = 0
+    split_hit_counts: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> TransferShedderState:
-        count = document.get("hitCount", 0)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InputError(f"invalid {NAME} state: field hitCount must be a non-negative integer, got {count!r}")
-        return cls(count)
+        splits = document.get("splitHitCounts", {})
+        if not isinstance(splits, Mapping):
+            raise InputError(f"invalid {NAME} state: field splitHitCounts must be an object")
+        counts = {str(bundle): _count(count, f"splitHitCounts.{bundle}") for bundle, count in splits.items()}
+        return cls(_count(document.get("hitCount", 0), "hitCount"), counts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"strategy": NAME, "hitCount": self.hit_count}
+        document: dict[str, Any] = {"strategy": NAME, "hitCount": self.hit_count}
+        if self.split_hit_counts:
+            document["splitHitCounts"] = dict(sorted(self.split_hit_counts.items()))
+        return document
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +274,7 @@ def find_bundles_for_unloading(
             config.shedding_condition_hit_count_threshold
         )
         return TransferOutcome(
-            (), Reason.HIT_COUNT, TransferShedderState(hit_count), recent_brokers, average, std, (note,)
+            (), Reason.HIT_COUNT, replace(state, hit_count=hit_count), recent_brokers, average, std, (note,)
         )
 
     version = config.pulsar_version
@@ -351,5 +363,5 @@ def find_bundles_for_unloading(
     unique = list(dict.fromkeys(decisions))  # a set in Pulsar
     if not unique:
         reason = Reason.NO_LOAD_DATA if empty_load_data else Reason.NO_BUNDLES if few_bundles else Reason.HIT_COUNT
-        return TransferOutcome((), reason, TransferShedderState(hit_count), recent_brokers, average, std)
-    return TransferOutcome(tuple(unique), None, TransferShedderState(0), recent_brokers, average, std)
+        return TransferOutcome((), reason, replace(state, hit_count=hit_count), recent_brokers, average, std)
+    return TransferOutcome(tuple(unique), None, replace(state, hit_count=0), recent_brokers, average, std)

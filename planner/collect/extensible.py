@@ -1,0 +1,140 @@
+"""A broker's load on the extensible load manager (PIP-192), from what its admin API answers.
+
+There a broker has no load report (`/admin/v2/broker-stats/load-report` answers HTTP 500: the extensible load
+manager does not implement it, in every release from 3.0.0 to 4.2.4). Its load data (`BrokerLoadData`) and top
+bundles go to the non-persistent system topics `loadbalancer-broker-load-data` and
+`loadbalancer-top-bundles-load-data`, which a reader sees only from the next publication on (up to 15 minutes
+for an idle broker, and only the top 10 bundles). So each collect asks every broker instead:
+
+- `/admin/v2/broker-stats/metrics`: its `brk_lb_*` figures, the usage of each resource in percent and its
+  `weightedMaxEMA` (`brk_lb_resource_usage{feature=max_ema}`), computed for the answer as for a Prometheus scrape;
+- `/admin/v2/broker-stats/topics`: every topic it serves, by namespace and bundle, summed here per bundle as the
+  broker sums them into its bundle stats (`PulsarStats.updateStats`), so every bundle is known, not only the top 10.
+
+From these the collect writes the same records as for a load report (a `LocalBrokerData` whose resources are in
+percent of 100), so the samples, archives and plans work alike, plus the broker's `weightedMaxEMA`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from planner.config import EXTENSIBLE_LOAD_MANAGER
+from planner.errors import InputError
+from planner.model import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+
+# brk_lb_* names of the resources, in LocalBrokerData's order
+USAGE_METRICS = {
+    "cpu": "brk_lb_cpu_usage",
+    "memory": "brk_lb_memory_usage",
+    "direct_memory": "brk_lb_directMemory_usage",
+    "bandwidth_in": "brk_lb_bandwidth_in_usage",
+    "bandwidth_out": "brk_lb_bandwidth_out_usage",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensibleBrokerLoad:
+    """What a broker of the extensible load manager says of its load: its report in LocalBrokerData form and its
+    own `weightedMaxEMA` (None when its metrics lack it)."""
+
+    report: LocalBrokerData
+    weighted_max_ema: float | None
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        raise InputError(f"{what}: expected a non-negative number, got {value!r}")
+    return float(value)
+
+
+def load_balancing_metrics(
+    metrics: Sequence[Mapping[str, Any]], broker_id: str
+) -> tuple[dict[str, float], float | None]:
+    """The resources' usage in percent (`USAGE_METRICS`), and `weightedMaxEMA`, from a broker's metrics."""
+    usage: dict[str, float] = {}
+    weighted_max_ema = None
+    if not isinstance(metrics, list):
+        raise InputError(f"metrics of broker {broker_id}: expected a JSON list")
+    for entry in metrics:
+        if not isinstance(entry, Mapping):
+            continue
+        dimensions, values = entry.get("dimensions") or {}, entry.get("metrics") or {}
+        if not isinstance(dimensions, Mapping) or not isinstance(values, Mapping):
+            continue
+        if dimensions.get("metric") != "loadBalancing":
+            continue
+        where = f"metrics of broker {broker_id}"
+        if dimensions.get("feature") == "max_ema" and "brk_lb_resource_usage" in values:
+            weighted_max_ema = _number(values["brk_lb_resource_usage"], f"{where}: brk_lb_resource_usage")
+        for resource, name in USAGE_METRICS.items():
+            if name in values:
+                usage[resource] = _number(values[name], f"{where}: {name}")
+    missing = sorted(name for resource, name in USAGE_METRICS.items() if resource not in usage)
+    if missing:
+        raise InputError(
+            f"metrics of broker {broker_id}: no {', '.join(missing)} (is it on the extensible load manager?)"
+        )
+    return usage, weighted_max_ema
+
+
+def bundle_stats_from_topics(topic_stats: Mapping[str, Any], broker_id: str) -> dict[str, NamespaceBundleStats]:
+    """Per bundle (`tenant/ns/0x.._0x..`), its topics' stats summed as the broker sums them: the rates and
+    throughputs, the producers, the consumers of every subscription, and the number of topics."""
+    if not isinstance(topic_stats, Mapping):
+        raise InputError(f"topic stats of broker {broker_id}: expected a JSON object")
+    bundles: dict[str, NamespaceBundleStats] = {}
+    for namespace, ranges in topic_stats.items():
+        if not isinstance(ranges, Mapping):
+            continue
+        for bundle_range, kinds in ranges.items():
+            totals = {"msg_rate_in": 0.0, "msg_throughput_in": 0.0, "msg_rate_out": 0.0, "msg_throughput_out": 0.0}
+            producers = consumers = topics = 0
+            for kind in ("persistent", "non-persistent"):
+                for topic, stats in ((kinds or {}).get(kind) or {}).items():
+                    where = f"topic stats of broker {broker_id}: {topic}"
+                    topics += 1
+                    for field, name in (
+                        ("msg_rate_in", "msgRateIn"),
+                        ("msg_throughput_in", "msgThroughputIn"),
+                        ("msg_rate_out", "msgRateOut"),
+                        ("msg_throughput_out", "msgThroughputOut"),
+                    ):
+                        totals[field] += _number(stats.get(name, 0.0), f"{where}: {name}")
+                    producers += int(_number(stats.get("producerCount", 0), f"{where}: producerCount"))
+                    for subscription in (stats.get("subscriptions") or {}).values():
+                        consumers += len(subscription.get("consumers") or [])
+            bundles[f"{namespace}/{bundle_range}"] = NamespaceBundleStats(
+                **totals, producer_count=producers, consumer_count=consumers, topics=topics
+            )
+    return bundles
+
+
+def broker_load(
+    broker_id: str,
+    metrics: Sequence[Mapping[str, Any]],
+    topic_stats: Mapping[str, Any],
+    owned_bundles: Sequence[str],
+    taken_millis: int,
+) -> ExtensibleBrokerLoad:
+    """One broker's load from its metrics and topic stats (and the bundles it owns, idle ones included)."""
+    usage, weighted_max_ema = load_balancing_metrics(metrics, broker_id)
+    stats = bundle_stats_from_topics(topic_stats, broker_id)
+    report = LocalBrokerData(
+        **{resource: ResourceUsage(usage=value, limit=100.0) for resource, value in usage.items()},
+        msg_rate_in=sum(s.msg_rate_in for s in stats.values()),
+        msg_rate_out=sum(s.msg_rate_out for s in stats.values()),
+        msg_throughput_in=sum(s.msg_throughput_in for s in stats.values()),
+        msg_throughput_out=sum(s.msg_throughput_out for s in stats.values()),
+        last_update=taken_millis,
+        last_stats=stats,
+        num_topics=sum(s.topics for s in stats.values()),
+        num_bundles=len(set(owned_bundles) | set(stats)),
+        num_consumers=sum(s.consumer_count for s in stats.values()),
+        num_producers=sum(s.producer_count for s in stats.values()),
+        bundles=frozenset(set(owned_bundles) | set(stats)),
+        load_manager_class_name=EXTENSIBLE_LOAD_MANAGER,
+    )
+    return ExtensibleBrokerLoad(report, weighted_max_ema)

@@ -1,0 +1,152 @@
+"""The whole cycle on a real three-broker cluster running Pulsar's extensible load manager (PIP-192), with traffic:
+collect (the load manager detected, every broker's load from its metrics and topic stats), plan (TransferShedder,
+through the Spark job), approve, execute (transfers: unload with destinationBroker) and verify (each bundle on the
+broker the plan named, read back from the cluster); the next plan holds for the moved broker's cool-down."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from planner.collect.admin_client import PulsarAdminClient
+from planner.collect.collector import collect, list_snapshots
+from planner.config import EXTENSIBLE_LOAD_MANAGER
+from planner.devtools import local_cluster
+from planner.devtools.traffic import BundleTraffic, TrafficGenerator
+from planner.store.database import Store
+from tests.integration.conftest import TEST_TENANT
+
+pytestmark = pytest.mark.integration
+
+BUNDLES = 10  # TransferShedder sees each broker's top 10 bundles
+# The plan settings: act on the first cycle the condition holds (the planner keeps the hit counter across runs).
+SETTINGS = ["--set", "loadBalancerSheddingConditionHitCountThreshold=0"]
+
+
+@pytest.fixture(scope="module")
+def extensible_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A third local cluster: three brokers on the extensible load manager, on their own ports and home."""
+    env = {
+        "PULSAR_REBALANCE_HOME": str(tmp_path_factory.mktemp("extensible-cluster")),
+        local_cluster.ENV_CLUSTER: "extensible",
+        local_cluster.ENV_ZK_PORT: "42181",
+        local_cluster.ENV_BOOKIE_PORT: "43181",
+        local_cluster.ENV_WEB_PORT: "48081",
+        local_cluster.ENV_BROKER_PORT: "46651",
+        local_cluster.ENV_LOAD_MANAGER: "extensible",
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        settings = local_cluster.settings_from_env()
+    try:
+        yield local_cluster.start(brokers=3, settings=settings)
+    finally:
+        local_cluster.stop(settings)
+
+
+def _weighted_max_ema(admin_url: str) -> float:
+    for entry in requests.get(f"{admin_url}/admin/v2/broker-stats/metrics", timeout=10).json():
+        if entry["dimensions"].get("metric") == "loadBalancing" and entry["dimensions"].get("feature") == "max_ema":
+            return float(entry["metrics"]["brk_lb_resource_usage"])
+    raise AssertionError(f"{admin_url} gives no weightedMaxEMA: is it on the extensible load manager?")
+
+
+def _owners(cluster: Mapping[str, Any], namespace: str) -> dict[str, str]:
+    """Each bundle of `namespace` and the broker that owns it, as the brokers say."""
+    admin = cluster["brokers"][0]["adminUrl"]
+    owners = {}
+    for broker in cluster["brokers"]:
+        url = f"{admin}/admin/v2/brokers/{cluster['cluster']}/{broker['id']}/ownedNamespaces"
+        for bundle in requests.get(url, timeout=10).json():
+            if bundle.startswith(namespace + "/"):
+                owners[bundle] = broker["id"]
+    return owners
+
+
+def _cli(env: Mapping[str, str], *args: str, timeout: float = 600) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "planner.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, f"{args}: {done.stderr[-3000:]}"
+    return json.loads(done.stdout)
+
+
+def test_the_whole_cycle_transfers_bundles_on_the_extensible_load_manager(extensible_cluster, tmp_path):
+    cluster, brokers = extensible_cluster, extensible_cluster["brokers"]
+    hot, admin_url = brokers[0]["id"], brokers[0]["adminUrl"]
+    assert requests.get(f"{admin_url}/admin/v2/broker-stats/load-report", timeout=10).status_code == 500
+    namespace = f"{TEST_TENANT}/transfer-{secrets.token_hex(3)}"
+    generator = TrafficGenerator.for_cluster(
+        cluster, namespace, [BundleTraffic(bundle=i, topics=1, rate=30) for i in range(BUNDLES)], num_bundles=BUNDLES
+    )
+    generator.setup()
+    env = {
+        **os.environ,
+        "PULSAR_REBALANCE_HOME": str(tmp_path / "home"),
+        "PULSAR_REBALANCE_DB_URL": f"sqlite:///{tmp_path / 'planner.db'}",
+    }
+    store = Store(env["PULSAR_REBALANCE_DB_URL"])
+    try:
+        generator.place_bundles(dict.fromkeys(range(BUNDLES), hot))
+        generator.start()
+        # Each broker counts its own CPU (its own cgroup): wait until the busy one's weightedMaxEMA stands out.
+        deadline, loads = time.monotonic() + 180, {}
+        while time.monotonic() < deadline:
+            loads = {broker["id"]: _weighted_max_ema(broker["adminUrl"]) for broker in brokers}
+            if loads[hot] > 1.5 * max(load for broker, load in loads.items() if broker != hot):
+                break
+            time.sleep(5)
+        else:
+            pytest.fail(f"the busy broker's weightedMaxEMA never stood out: {loads}")
+
+        with PulsarAdminClient(admin_url) as client:
+            for _ in range(3):
+                collect(client, store, Path(env["PULSAR_REBALANCE_HOME"]))
+                time.sleep(3)
+        snapshot = list_snapshots(store, cluster["cluster"], limit=1)[0]
+        assert snapshot["loadManager"] == EXTENSIBLE_LOAD_MANAGER
+        assert snapshot["brokers"] == 3 and snapshot["missingBrokers"] == [] and not snapshot["partial"]
+
+        planned = _cli(env, "plan", "--cluster", cluster["cluster"], *SETTINGS)["plans"][0]
+        plan = _cli(env, "plans", "show", str(planned["plan"]))
+        plan = plan.get("plan", plan)
+        assert plan["strategy"] == "TransferShedder" and plan["loadManager"] == "ExtensibleLoadManagerImpl", plan
+        moves = [action for action in plan["actions"] if action["kind"] == "unload"]
+        assert moves, plan["balance"]
+        others = {broker["id"] for broker in brokers} - {hot}
+        for move in moves:
+            assert move["source"] == hot and move["destination"] in others, move
+            assert move["bundle"].startswith(namespace + "/"), move  # the traffic's bundles are the top ones
+
+        _cli(env, "approve", str(planned["plan"]), "--as", "on-call")
+        executed = _cli(env, "execute", str(planned["plan"]), "--admin-url", admin_url, "--actions-per-minute", "600")
+        assert executed["status"] == "executed", executed
+        assert executed["counts"] == {"succeeded": len(plan["actions"])}, executed
+        owners = _owners(cluster, namespace)
+        assert {move["bundle"]: owners.get(move["bundle"]) for move in moves} == {
+            move["bundle"]: move["destination"] for move in moves
+        }
+
+        # The source broker was unloaded a moment ago: TransferShedder waits loadBalanceSheddingDelayInSeconds.
+        with PulsarAdminClient(admin_url) as client:
+            collect(client, store, Path(env["PULSAR_REBALANCE_HOME"]))
+        again = _cli(env, "plan", "--cluster", cluster["cluster"], *SETTINGS)["plans"][0]
+        held = _cli(env, "plans", "show", str(again["plan"]))
+        held = held.get("plan", held)
+        assert held["actions"] == [] and held["balance"]["summary"].startswith("Nothing planned (CoolDown)"), held
+    finally:
+        generator.stop()
+        generator.delete_namespace()
+        store.dispose()
+    print(f"\nextensible cluster: loads {loads}; {len(moves)} transfer(s) from {hot} executed and verified")
