@@ -23,7 +23,7 @@ import gzip
 import json
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from sqlalchemy.orm import Session
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.extensible import broker_load
-from planner.config import PulsarConfig
+from planner.config import EXTENSIBLE_LOAD_MANAGER, is_extensible_load_manager
 from planner.errors import InputError, NotFoundError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus, advance
@@ -208,7 +208,7 @@ def collect(
     runtime = client.runtime_configuration()
     cluster = cluster_name or (str(runtime["clusterName"]) if runtime.get("clusterName") else client.cluster_name())
     load_manager = str(runtime["loadManagerClassName"]) if runtime.get("loadManagerClassName") else None
-    extensible = load_manager is not None and PulsarConfig(loadManagerClassName=load_manager).extensible
+    extensible = is_extensible_load_manager(load_manager)
     taken_at = datetime.now(UTC)
     brokers = client.active_brokers(cluster)
     try:
@@ -217,38 +217,18 @@ def collect(
         logger.warning("%s: no leader answer: %s", cluster, error)
         leader = None
 
-    missing: dict[str, str] = {}
-    reports: dict[str, LocalBrokerData] = {}
-    weighted_max_ema: dict[str, float | None] = {}
     if extensible:
-        answers = client.map_concurrently(brokers, lambda broker: _extensible_answers(client, cluster, broker))
-        raw_reports: dict[str, Any] = {}
-        for broker_id, answer in answers.items():
-            if isinstance(answer, AdminError):
-                missing[broker_id] = str(answer)
-                continue
-            try:
-                load = broker_load(broker_id, *answer, int(taken_at.timestamp() * 1000))
-            except InputError as error:
-                missing[broker_id] = str(error)
-                continue
-            reports[broker_id], weighted_max_ema[broker_id] = load.report, load.weighted_max_ema
-            raw_reports[broker_id] = load.report.model_dump_json(by_alias=True)
-        topics = {broker: answer[1] for broker, answer in answers.items() if broker in reports}
-        owned = {broker: answer[2] for broker, answer in answers.items() if broker in reports}
+        loads = _extensible_loads(client, cluster, brokers, taken_at)
     else:
-        raw_reports = client.map_concurrently(brokers, client.load_report_text)
-        for broker_id, raw in raw_reports.items():
-            if isinstance(raw, AdminError):
-                missing[broker_id] = str(raw)
-                continue
-            try:
-                reports[broker_id] = local_broker_data_from_json(raw, broker_id)
-            except InputError as error:
-                missing[broker_id] = str(error)
-        topics = client.map_concurrently(sorted(reports), client.topic_stats) if topic_stats else {}
-        # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
-        owned = client.map_concurrently(sorted(reports), lambda broker: sorted(client.owned_bundles(cluster, broker)))
+        loads = _modular_loads(client, cluster, brokers, topic_stats)
+        if load_manager is None and brokers and not loads.reports:
+            # The runtime configuration was not readable (a role without that right), and no broker gave a load
+            # report: an extensible load manager's brokers answer the load report with HTTP 500; their metrics tell.
+            probe = _extensible_loads(client, cluster, brokers, taken_at)
+            if probe.reports:
+                loads, load_manager = probe, EXTENSIBLE_LOAD_MANAGER
+    reports, weighted_max_ema, missing = loads.reports, loads.weighted_max_ema, loads.missing
+    raw_reports, topics, owned = loads.raw_reports, loads.topics, loads.owned
     for broker_id, reason in missing.items():
         logger.warning("%s: broker %s missing from the snapshot: %s", cluster, broker_id, reason)
 
@@ -323,6 +303,57 @@ def collect(
         _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
         raise
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
+
+
+@dataclass
+class _BrokerLoads:
+    """What the brokers said of their load, by broker: the reports (LocalBrokerData), each one's own weightedMaxEMA
+    (extensible load manager), why a broker is missing, and the raw answers kept in the archive."""
+
+    reports: dict[str, LocalBrokerData] = field(default_factory=dict)
+    weighted_max_ema: dict[str, float | None] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    raw_reports: dict[str, Any] = field(default_factory=dict)
+    topics: dict[str, Any] = field(default_factory=dict)
+    owned: dict[str, Any] = field(default_factory=dict)
+
+
+def _modular_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], topic_stats: bool) -> _BrokerLoads:
+    """The brokers' load reports (ModularLoadManagerImpl), and with `topic_stats` their topic stats."""
+    loads = _BrokerLoads(raw_reports=client.map_concurrently(brokers, client.load_report_text))
+    for broker_id, raw in loads.raw_reports.items():
+        if isinstance(raw, AdminError):
+            loads.missing[broker_id] = str(raw)
+            continue
+        try:
+            loads.reports[broker_id] = local_broker_data_from_json(raw, broker_id)
+        except InputError as error:
+            loads.missing[broker_id] = str(error)
+    loads.topics = client.map_concurrently(sorted(loads.reports), client.topic_stats) if topic_stats else {}
+    # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
+    loads.owned = client.map_concurrently(
+        sorted(loads.reports), lambda broker: sorted(client.owned_bundles(cluster, broker))
+    )
+    return loads
+
+
+def _extensible_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], taken_at: datetime) -> _BrokerLoads:
+    """The brokers' load on the extensible load manager, from their metrics, topic stats and owned bundles."""
+    answers = client.map_concurrently(brokers, lambda broker: _extensible_answers(client, cluster, broker))
+    loads = _BrokerLoads()
+    for broker_id, answer in answers.items():
+        if isinstance(answer, AdminError):
+            loads.missing[broker_id] = str(answer)
+            continue
+        try:
+            load = broker_load(broker_id, *answer, int(taken_at.timestamp() * 1000))
+        except InputError as error:
+            loads.missing[broker_id] = str(error)
+            continue
+        loads.reports[broker_id], loads.weighted_max_ema[broker_id] = load.report, load.weighted_max_ema
+        loads.raw_reports[broker_id] = load.report.model_dump_json(by_alias=True)
+        loads.topics[broker_id], loads.owned[broker_id] = answer[1], answer[2]
+    return loads
 
 
 def _extensible_answers(

@@ -111,12 +111,16 @@ def test_the_whole_cycle_transfers_bundles_on_the_extensible_load_manager(extens
             pytest.fail(f"the busy broker's weightedMaxEMA never stood out: {loads}")
 
         with PulsarAdminClient(admin_url) as client:
-            for _ in range(3):
+            for _ in range(2):
                 collect(client, store, Path(env["PULSAR_REBALANCE_HOME"]))
                 time.sleep(3)
-        snapshot = list_snapshots(store, cluster["cluster"], limit=1)[0]
-        assert snapshot["loadManager"] == EXTENSIBLE_LOAD_MANAGER
-        assert snapshot["brokers"] == 3 and snapshot["missingBrokers"] == [] and not snapshot["partial"]
+            # A role that may not read the brokers' runtime configuration gets {}: their answers tell instead.
+            client.runtime_configuration = dict  # type: ignore[method-assign]
+            collect(client, store, Path(env["PULSAR_REBALANCE_HOME"]))
+        snapshots = list_snapshots(store, cluster["cluster"], limit=3)
+        assert [snapshot["loadManager"] for snapshot in snapshots] == [EXTENSIBLE_LOAD_MANAGER] * 3
+        for snapshot in snapshots:
+            assert snapshot["brokers"] == 3 and snapshot["missingBrokers"] == [] and not snapshot["partial"]
 
         planned = _cli(env, "plan", "--cluster", cluster["cluster"], *SETTINGS)["plans"][0]
         plan = _cli(env, "plans", "show", str(planned["plan"]))
