@@ -153,10 +153,10 @@ def balance_report(
 
 
 def transfer_balance_report(
-    outcome: TransferOutcome, config: PulsarConfig, brokers: Sequence[BrokerForecast], planned: int
+    outcome: TransferOutcome, config: PulsarConfig, brokers: Sequence[BrokerForecast], splits: int
 ) -> BalanceReport:
     """TransferShedder's measure: the standard deviation of the brokers' weightedMaxEMA against its target, and
-    the consecutive cycles its shedding condition held."""
+    the consecutive cycles its shedding condition held; then the splits the split strategy planned beside."""
     thresholds = {
         "loadBalancerBrokerLoadTargetStd": config.broker_load_target_std,
         "loadBalancerSheddingConditionHitCountThreshold": config.shedding_condition_hit_count_threshold,
@@ -165,26 +165,31 @@ def transfer_balance_report(
     score_spread = spread([broker.score_before for broker in brokers])
     msg_rate_spread = spread([broker.msg_rate_before for broker in brokers])
     measured = f"load std {outcome.std:.3f} (target {config.broker_load_target_std:g}), mean {outcome.average:.3f}"
+    nothing = "No transfers" if splits else "Nothing planned"
     balanced = False
     waiting: tuple[str, ...] = ()
-    if planned:
-        summary = f"{planned} action(s) planned by {transfer_shedder.NAME}"
+    if outcome.decisions:
+        summary = f"{len(outcome.decisions)} unload(s) planned by {transfer_shedder.NAME}: {measured}"
     elif len(brokers) < 2:
         summary = f"Nothing to balance: {len(brokers)} broker(s) reported"
     elif outcome.skipped is transfer_shedder.Reason.HIT_COUNT and outcome.state.hit_count == 0:
-        balanced = True
-        summary = f"Balanced, nothing to do: {measured}, no broker under- or overloaded"
+        balanced = not splits
+        summary = f"Balanced: {measured}, no broker under- or overloaded"
     elif outcome.skipped is transfer_shedder.Reason.HIT_COUNT:
         needed = config.shedding_condition_hit_count_threshold + 1
         waiting = (f"the shedding condition held {outcome.state.hit_count} of {needed} consecutive cycles",)
-        summary = f"Nothing to do yet: {measured}; {waiting[0]}"
+        summary = f"{nothing} yet: {measured}; {waiting[0]}"
     elif outcome.skipped in _STOPPED_BEFORE_MEASURING:
         # The cycle stopped before it measured the brokers' load: there is no std to show.
         why = _STOPPED_BEFORE_MEASURING[outcome.skipped].format(config=config)
-        summary = "; ".join([f"Nothing planned ({outcome.skipped.value}): {why}", *outcome.notes])
+        summary = "; ".join([f"{nothing} ({outcome.skipped.value}): {why}", *outcome.notes])
     else:
         reason = outcome.skipped.value if outcome.skipped else "nothing to move"
-        summary = "; ".join([f"Nothing planned ({reason}): {measured}", *outcome.notes])
+        summary = "; ".join([f"{nothing} ({reason}): {measured}", *outcome.notes])
+    if splits:
+        summary += f"; {splits} split(s) planned by the split strategy"
+    elif balanced:
+        summary = f"Balanced, nothing to do: {measured}, no broker under- or overloaded"
     return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
 
 

@@ -148,23 +148,25 @@ class SplitChoice:
 def bundles_to_split(
     reports: Mapping[str, LocalBrokerData],
     config: PulsarConfig,
-    hit_counts: Mapping[str, int],
+    hit_counts: Mapping[str, Mapping[str, int]],
     namespace_bundle_counts: Mapping[str, int] | None = None,
-) -> tuple[list[SplitChoice], dict[str, int]]:
-    """`DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit`, as each broker runs it every minute on the bundles
-    it owns, and the split condition's hit counts it leaves: a bundle over `loadBalancerNamespaceBundleMaxTopics`,
-    `...MaxSessions`, `...MaxMsgRate` or `...MaxBandwidthMbytes` on more than
-    `loadBalancerNamespaceBundleSplitConditionHitCountThreshold` consecutive cycles, while its namespace has fewer
-    than `loadBalancerNamespaceMaximumBundles`, at most `loadBalancerMaxNumberOfBundlesToSplitPerCycle` per broker.
+) -> tuple[list[SplitChoice], dict[str, dict[str, int]]]:
+    """`DefaultNamespaceBundleSplitStrategyImpl.findBundlesToSplit`, as each broker runs it every minute on its own
+    bundle stats, and the split condition's hit counts it leaves, per broker: a bundle over
+    `loadBalancerNamespaceBundleMaxTopics`, `...MaxSessions`, `...MaxMsgRate` or `...MaxBandwidthMbytes` on more
+    than `loadBalancerNamespaceBundleSplitConditionHitCountThreshold` consecutive cycles, while its namespace has
+    fewer than `loadBalancerNamespaceMaximumBundles`, at most `loadBalancerMaxNumberOfBundlesToSplitPerCycle` per
+    broker. A broker forgets the counts of bundles it no longer reports, so a bundle that moved starts afresh.
 
     Unlike the modular load manager's it reads the bundles' current stats, not their averages. Bundles are taken
     in name order (a broker takes them in its stats map's order, which matters only past the per-cycle limit)."""
     max_bandwidth = config.namespace_bundle_max_bandwidth_mbytes * MIB
     counts = dict(namespace_bundle_counts or {})
-    seen = {bundle for report in reports.values() for bundle in report.last_stats}
-    hits = {bundle: count for bundle, count in hit_counts.items() if bundle in seen}
     chosen: list[SplitChoice] = []
+    after: dict[str, dict[str, int]] = {}
     for broker, report in sorted(reports.items()):
+        previous = hit_counts.get(broker, {})
+        hits = {bundle: count for bundle, count in previous.items() if bundle in report.last_stats}
         decided, planned = 0, {}  # each broker counts its own cycle's splits per namespace
         for bundle, stats in sorted(report.last_stats.items()):
             if stats.topics < 2 or not can_split(BundleName.parse(bundle).range):
@@ -195,4 +197,6 @@ def bundles_to_split(
             decided += 1
             if decided == config.max_bundles_to_split_per_cycle:
                 break
-    return chosen, hits
+        if hits:
+            after[broker] = hits
+    return chosen, after

@@ -116,6 +116,36 @@ class PlanResult:
         }
 
 
+def _split_action(
+    bundle: str,
+    broker: str,
+    config: PulsarConfig,
+    topics_by_bundle: Mapping[str, Sequence[str]],
+    load: tuple[float, float],
+    reason: str,
+) -> PlannedAction:
+    """A split of `bundle` on `broker` by the configured algorithm, with its positions where the planner knows
+    them (None: Pulsar computes them itself, from the topics it has loaded); `load` is its msg/s and bytes/s."""
+    name = BundleName.parse(bundle)
+    algorithm = config.default_namespace_bundle_split_algorithm
+    positions: list[int] | None = None
+    if algorithm == range_equally_divide.NAME:
+        positions = range_equally_divide.split_positions(name.range)
+    elif algorithm == topic_count_equally_divide.NAME and bundle in topics_by_bundle:
+        positions = topic_count_equally_divide.split_positions(name.range, topics_by_bundle[bundle])
+    return PlannedAction(
+        kind="split",
+        bundle=bundle,
+        source=broker,
+        destination=None,
+        msg_rate=load[0],
+        throughput=load[1],
+        reason=reason,
+        split_algorithm=algorithm,
+        split_positions=tuple(positions) if positions is not None else None,
+    )
+
+
 def _split_actions(
     load_data: LoadData,
     config: PulsarConfig,
@@ -124,31 +154,13 @@ def _split_actions(
 ) -> list[PlannedAction]:
     actions = []
     owners = {bundle: broker for broker, report in load_data.brokers.items() for bundle in report.last_stats}
-    algorithm = config.default_namespace_bundle_split_algorithm
     for bundle in find_bundles_to_split(load_data, config, namespace_bundle_counts):
-        name = BundleName.parse(bundle)
-        if not can_split(name.range):
+        if not can_split(BundleName.parse(bundle).range):
             continue
-        positions: list[int] | None = None
-        if algorithm == range_equally_divide.NAME:
-            positions = range_equally_divide.split_positions(name.range)
-        elif algorithm == topic_count_equally_divide.NAME and bundle in topics_by_bundle:
-            positions = topic_count_equally_divide.split_positions(name.range, topics_by_bundle[bundle])
         long_term = load_data.bundle_data[bundle].long_term_data if bundle in load_data.bundle_data else None
-        actions.append(
-            PlannedAction(
-                kind="split",
-                bundle=bundle,
-                source=owners[bundle],
-                destination=None,
-                msg_rate=long_term.total_msg_rate if long_term else 0.0,
-                throughput=long_term.total_msg_throughput if long_term else 0.0,
-                reason="over the namespace bundle limits (BundleSplitterTask rules, long-term averages)",
-                split_algorithm=algorithm,
-                # None: Pulsar computes the positions itself (needs the topics it has loaded).
-                split_positions=tuple(positions) if positions is not None else None,
-            )
-        )
+        load = (long_term.total_msg_rate, long_term.total_msg_throughput) if long_term else (0.0, 0.0)
+        reason = "over the namespace bundle limits (BundleSplitterTask rules, long-term averages)"
+        actions.append(_split_action(bundle, owners[bundle], config, topics_by_bundle, load, reason))
     return actions
 
 
@@ -259,6 +271,7 @@ def make_transfer_plan(
     now_millis: int,
     include_splits: bool = True,
     namespace_bundle_counts: Mapping[str, int] | None = None,
+    topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
     usage_models: UsageModels | None = None,
     requested_strategy: str | None = None,
 ) -> PlanResult:
@@ -296,27 +309,14 @@ def make_transfer_plan(
         )
         for decision in outcome.decisions
     ]
-    split_hits = dict(outcome.state.split_hit_counts)
+    split_hits = {broker: dict(counts) for broker, counts in outcome.state.split_hit_counts.items()}
     if include_splits:
         choices, split_hits = bundles_to_split(load_data.brokers, config, split_hits, namespace_bundle_counts)
         for choice in choices:
-            name = BundleName.parse(choice.bundle)
-            positions = range_equally_divide.split_positions(name.range)
-            algorithm = config.default_namespace_bundle_split_algorithm
             stats = load_data.brokers[choice.broker].last_stats[choice.bundle]
-            actions.append(
-                PlannedAction(
-                    kind="split",
-                    bundle=choice.bundle,
-                    source=choice.broker,
-                    destination=None,
-                    msg_rate=stats.msg_rate_in + stats.msg_rate_out,
-                    throughput=stats.msg_throughput_in + stats.msg_throughput_out,
-                    reason=f"over the namespace bundle limit on {choice.reason} (the extensible split strategy)",
-                    split_algorithm=algorithm,
-                    split_positions=tuple(positions) if algorithm == range_equally_divide.NAME else None,
-                )
-            )
+            load = (stats.msg_rate_in + stats.msg_rate_out, stats.msg_throughput_in + stats.msg_throughput_out)
+            reason = f"over the namespace bundle limit on {choice.reason} (the extensible split strategy)"
+            actions.append(_split_action(choice.bundle, choice.broker, config, topics_by_bundle or {}, load, reason))
     after = dataclasses.replace(outcome.state, split_hit_counts=split_hits)
     moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
     brokers = tuple(forecast(load_data, config, moves, usage_models))
@@ -329,7 +329,7 @@ def make_transfer_plan(
         state_after=strategy.dump_state(after),
         notes=tuple(notes),
         usage_models=usage_models,
-        balance=transfer_balance_report(outcome, config, brokers, len(actions)),
+        balance=transfer_balance_report(outcome, config, brokers, sum(a.kind == "split" for a in actions)),
         load_manager=config.load_manager_short_name,
     )
 

@@ -176,6 +176,7 @@ def test_the_transfer_cases_reach_every_branch(batch: Batch) -> None:
             outcomes["plain unloads"] += any(unload["destination"] is None for unload in unloads)
             outcomes["underloaded"] += any(unload["reason"] == "Underloaded" for unload in unloads)
     cases = _count(batch, "transfer")
+    print(f"\n{batch.harness.pulsar_version}: {cases} transfer cases, runs by outcome {dict(outcomes)}")
     assert outcomes["unloads"] >= cases // 2, outcomes
     for branch in ("swaps", "plain unloads", "underloaded", "HitCount", "NoBundles", "CoolDown", "NoLoadData"):
         assert outcomes[branch] >= cases // 100, (branch, outcomes)

@@ -161,18 +161,24 @@ def test_the_split_strategy_needs_more_consecutive_hits_than_the_threshold_and_r
     wide, single = "tenant/ns/0x00000000_0x40000000", "tenant/ns/0x40000000_0x80000000"
     hot = {wide: _stats(0, topics=4, rate=500), single: _stats(0, topics=1, rate=500)}
     reports = {"b1:8080": broker(bundles=hot, last_stats=hot)}
-    hits: dict[str, int] = {}
+    hits: dict[str, dict[str, int]] = {}
     for cycle in range(1, 3):
         chosen, hits = bundles_to_split(reports, config, hits)
-        assert chosen == [] and hits == {wide: cycle}
+        assert chosen == [] and hits == {"b1:8080": {wide: cycle}}
     chosen, hits = bundles_to_split(reports, config, hits)
     assert [(c.bundle, c.broker, c.reason) for c in chosen] == [(wide, "b1:8080", "MsgRate")] and hits == {}
     # the namespace already has the most bundles it may have
     capped = config.with_settings({"loadBalancerNamespaceMaximumBundles": "4"})
-    assert bundles_to_split(reports, capped, {wide: 5}, {"tenant/ns": 4})[0] == []
+    assert bundles_to_split(reports, capped, {"b1:8080": {wide: 5}}, {"tenant/ns": 4})[0] == []
+    # a bundle that moved starts afresh on its new broker (each broker counts its own)
+    moved = {"b2:8080": broker(bundles=hot, last_stats=hot)}
+    assert bundles_to_split(moved, config, {"b1:8080": {wide: 2}}) == ([], {"b2:8080": {wide: 1}})
     # a bundle back under every limit loses its hits
     calm = {wide: _stats(0, topics=4, rate=5)}
-    assert bundles_to_split({"b1:8080": broker(bundles=calm, last_stats=calm)}, config, {wide: 2}) == ([], {})
+    assert bundles_to_split({"b1:8080": broker(bundles=calm, last_stats=calm)}, config, {"b1:8080": {wide: 2}}) == (
+        [],
+        {},
+    )
 
 
 def _skewed(hot_ema: float = 0.9) -> tuple:

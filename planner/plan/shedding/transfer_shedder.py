@@ -62,24 +62,31 @@ def _count(value: object, field_name: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class TransferShedderState:
-    """The consecutive cycles the shedding condition held (`unloadConditionHitCount`), and per bundle those its
-    split condition held (the split strategy's `splitConditionHitCounts`, carried beside it by the planner)."""
+    """The consecutive cycles the shedding condition held (`unloadConditionHitCount`), and per broker and bundle
+    those its split condition held (each broker's split strategy keeps its own `bundleHighTrafficFrequency`,
+    carried beside it by the planner)."""
 
     hit_count: int = 0
-    split_hit_counts: Mapping[str, int] = field(default_factory=dict)
+    split_hit_counts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> TransferShedderState:
         splits = document.get("splitHitCounts", {})
-        if not isinstance(splits, Mapping):
-            raise InputError(f"invalid {NAME} state: field splitHitCounts must be an object")
-        counts = {str(bundle): _count(count, f"splitHitCounts.{bundle}") for bundle, count in splits.items()}
+        if not isinstance(splits, Mapping) or not all(isinstance(counts, Mapping) for counts in splits.values()):
+            raise InputError(f"invalid {NAME} state: field splitHitCounts must map brokers to objects")
+        counts = {
+            str(broker): {
+                str(bundle): _count(count, f"splitHitCounts.{broker}.{bundle}") for bundle, count in bundles.items()
+            }
+            for broker, bundles in splits.items()
+        }
         return cls(_count(document.get("hitCount", 0), "hitCount"), counts)
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {"strategy": NAME, "hitCount": self.hit_count}
-        if self.split_hit_counts:
-            document["splitHitCounts"] = dict(sorted(self.split_hit_counts.items()))
+        splits = {broker: dict(sorted(counts.items())) for broker, counts in sorted(self.split_hit_counts.items())}
+        if any(splits.values()):
+            document["splitHitCounts"] = {broker: counts for broker, counts in splits.items() if counts}
         return document
 
 
