@@ -2,7 +2,8 @@
 
 - `pulsar_cluster` (session): the cluster description from `planner.devtools.local_cluster`; reuses a running
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
-- `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end.
+- `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end
+  (`separate_cluster` starts such clusters).
 - `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
   and its namespace force-deleted after the test.
 - `approved_cycle` (session): one collect → plan (Spark) → approve → execute → report run of the real
@@ -70,18 +71,21 @@ def pulsar_cluster() -> Iterator[dict[str, Any]]:
             local_cluster.stop()
 
 
-@pytest.fixture(scope="module")
-def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A second local cluster, two brokers with Pulsar's token authentication and authorization on, on its own
-    ports and home beside the default one; stopped at the end. `tokenFile` names the superuser's token."""
+@contextlib.contextmanager
+def separate_cluster(
+    root: Path, cluster: str, ports: tuple[int, int, int, int], brokers: int, options: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """A local cluster beside the default one: its own name, home under `root`, ports (ZooKeeper, bookie, first
+    web and first broker port) and `options` (local cluster settings by environment name); stopped at the end."""
+    zookeeper, bookie, web, broker = ports
     env = {
-        "PULSAR_REBALANCE_HOME": str(tmp_path_factory.mktemp("token-cluster")),
-        local_cluster.ENV_CLUSTER: "secure",
-        local_cluster.ENV_ZK_PORT: "22181",
-        local_cluster.ENV_BOOKIE_PORT: "23181",
-        local_cluster.ENV_WEB_PORT: "28081",
-        local_cluster.ENV_BROKER_PORT: "26651",
-        local_cluster.ENV_AUTH: "token",
+        "PULSAR_REBALANCE_HOME": str(root),
+        local_cluster.ENV_CLUSTER: cluster,
+        local_cluster.ENV_ZK_PORT: str(zookeeper),
+        local_cluster.ENV_BOOKIE_PORT: str(bookie),
+        local_cluster.ENV_WEB_PORT: str(web),
+        local_cluster.ENV_BROKER_PORT: str(broker),
+        **options,
     }
     # The settings are read from the environment: this cluster's, for this call only.
     with pytest.MonkeyPatch.context() as patch:
@@ -89,9 +93,20 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
             patch.setenv(name, value)
         settings = local_cluster.settings_from_env()
     try:
-        yield local_cluster.start(brokers=2, settings=settings)
+        yield local_cluster.start(brokers=brokers, settings=settings)
     finally:
         local_cluster.stop(settings)
+
+
+@pytest.fixture(scope="module")
+def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A second local cluster, two brokers with Pulsar's token authentication and authorization on, on its own
+    ports and home beside the default one; stopped at the end. `tokenFile` names the superuser's token."""
+    root = tmp_path_factory.mktemp("token-cluster")
+    with separate_cluster(
+        root, "secure", (22181, 23181, 28081, 26651), 2, {local_cluster.ENV_AUTH: "token"}
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from planner.devtools import local_cluster
 from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.plan.bundles.bundle_range import BundleRange
 from planner.store.database import Store
-from tests.integration.conftest import TEST_TENANT
+from tests.integration.conftest import TEST_TENANT, separate_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -43,23 +43,10 @@ SETTINGS = [
 @pytest.fixture(scope="module")
 def extensible_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A third local cluster: three brokers on the extensible load manager, on their own ports and home."""
-    env = {
-        "PULSAR_REBALANCE_HOME": str(tmp_path_factory.mktemp("extensible-cluster")),
-        local_cluster.ENV_CLUSTER: "extensible",
-        local_cluster.ENV_ZK_PORT: "42181",
-        local_cluster.ENV_BOOKIE_PORT: "43181",
-        local_cluster.ENV_WEB_PORT: "48081",
-        local_cluster.ENV_BROKER_PORT: "46651",
-        local_cluster.ENV_LOAD_MANAGER: "extensible",
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        settings = local_cluster.settings_from_env()
-    try:
-        yield local_cluster.start(brokers=3, settings=settings)
-    finally:
-        local_cluster.stop(settings)
+    root = tmp_path_factory.mktemp("extensible-cluster")
+    options = {local_cluster.ENV_LOAD_MANAGER: "extensible"}
+    with separate_cluster(root, "extensible", (42181, 43181, 48081, 46651), 3, options) as cluster:
+        yield cluster
 
 
 def _weighted_max_ema(admin_url: str) -> float:
