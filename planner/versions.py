@@ -31,6 +31,14 @@ class PulsarVersion:
             raise ValueError(f"Pulsar {text} is not supported; the planner models 3.0.0 and later")
         return version
 
+    @classmethod
+    def parse_prefix(cls, text: str) -> PulsarVersion:
+        """The release a broker reports (`/admin/v2/brokers/version`: `4.2.4`, `"3.0.7"`, `3.1.4.2-SNAPSHOT`)."""
+        match = re.match(r'\s*"?(\d+\.\d+(?:\.\d+)?)', text)
+        if match is None:
+            raise ValueError(f"{text!r} names no Pulsar release")
+        return cls.parse(match.group(1))
+
     def as_tuple(self) -> tuple[int, int, int]:
         return (self.major, self.minor, self.patch)
 
@@ -41,6 +49,12 @@ class PulsarVersion:
         return f"{self.major}.{self.minor}.{self.patch}"
 
     # Behaviour switches, each named after what changed and where (spec §10).
+
+    @property
+    def destination_keyed_by_bundle_name(self) -> bool:
+        """PR #25518 (4.2.0): an unload's destination is kept by full bundle name until the bundle's lookup; before,
+        by its range alone, so two namespaces' bundles of one range share one destination."""
+        return self.at_least(4, 2)
 
     @property
     def direct_memory_weight_default(self) -> float:

@@ -760,9 +760,9 @@ def _plan_group(
         "usage_models": models,
     }
     load_manager = cluster_inputs.get("loadManager")
-    if load_manager:
+    if load_manager:  # what the brokers run, as the latest snapshot found
         config = config.with_settings({"loadManagerClassName": load_manager}, source=f"settings of {cluster}")
-    if config.extensible or (load_manager is None and throughputs):
+    if config.extensible:
         own = {broker: row.get("weighted_max_ema") for broker, row in brokers.items()}
         throughput_ema = {
             broker: moving_average((value for _, value in sorted(series)), config.history_resource_percentage)

@@ -371,6 +371,10 @@ class PulsarAdminClient:
             return {}
         return runtime if isinstance(runtime, dict) else {}
 
+    def broker_version(self) -> str:
+        """The Pulsar release of the answering broker, as it says it (`4.2.4`)."""
+        return self._request("GET", "/admin/v2/brokers/version").text.strip()
+
     def load_manager_class_name(self) -> str | None:
         """`loadManagerClassName` of the cluster's brokers (from the runtime configuration), None if unknown."""
         name = self.runtime_configuration().get("loadManagerClassName")

@@ -25,6 +25,7 @@ Every attempt, reconciliation and decision is written to the audit log.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import itertools
 import logging
@@ -32,7 +33,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -59,6 +60,7 @@ from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
+from planner.versions import PulsarVersion
 
 logger = logging.getLogger(__name__)
 
@@ -280,6 +282,17 @@ class _Cluster:
         name = BundleName.parse(bundle)
         return (name.range.lower, name.range.upper) in self.ranges(name.namespace)
 
+    @functools.cached_property
+    def destinations_keyed_by_range(self) -> bool:
+        """Whether the brokers keep an unload's destination by bundle range alone (before Pulsar 4.2, #25518), so
+        that two namespaces' bundles of one range share it. A version that cannot be read counts as the older
+        rule: it can only make the executor wait."""
+        try:
+            version = PulsarVersion.parse_prefix(self.client.broker_version())
+        except (AdminError, ValueError):
+            return True
+        return not version.destination_keyed_by_bundle_name
+
 
 # --- the run --------------------------------------------------------------------------------------
 
@@ -298,8 +311,10 @@ class _Run:
         actor: str,
         now: Callable[[], datetime],
         sleep: Callable[[float], None],
+        actions: Sequence[ExecutableAction] = (),
     ) -> None:
         self.store, self.live, self.claim, self.cluster = store, live, claim, cluster
+        self.actions = tuple(actions)  # the plan's, in order
         self.settings, self.deadline, self.actor, self.now, self.sleep = settings, deadline, actor, now, sleep
         self.renewed = time.monotonic()
 
@@ -440,7 +455,7 @@ class _Run:
             )
             self.move(action, attempt.id, AttemptStatus.RECONCILED_NOT_APPLIED, reason, owner=owner)
             return None
-        if owner is None or owner == action.destination:
+        if owner is None or owner == action.destination or action.destination is None:
             where = f"now on {owner}" if owner else "unloaded, not owned yet: the next lookup assigns it"
             reason = f"the cluster shows the unload took effect: {where}"
             self.move(action, attempt.id, AttemptStatus.RECONCILED_APPLIED, reason, owner=owner)
@@ -502,12 +517,39 @@ class _Run:
                 AttemptStatus.SKIPPED,
                 f"the bundle is owned by {owner or 'nobody'}, not the planned source {action.source}",
             )
+        if action.destination is None:
+            return None  # Pulsar places it (a strategy that names no destination, e.g. transfers turned off)
         if action.destination not in brokers:
             # Not done: a rerun once the destination is back performs it (the bundle is still on its source).
             return AttemptStatus.DEFERRED, f"destination {action.destination} is not an active broker"
         if fence_name(action.destination) in self.live.client.isolation_policies(self.cluster):
             # A plan made before (or beside) a drain must not refill the broker being emptied.
             return AttemptStatus.SKIPPED, f"destination {action.destination} is fenced: it is being drained"
+        waiting = self.destination_waiting_on_the_range(action)
+        if waiting is not None:
+            # Not done: a rerun sends it once the other bundle is owned (its destination taken up).
+            return AttemptStatus.DEFERRED, (
+                f"{waiting} has the same range and nobody owns it yet: before Pulsar 4.2 a broker keeps an unload's "
+                "destination by range alone, so this unload would replace that one's destination"
+            )
+        return None
+
+    def destination_waiting_on_the_range(self, action: ExecutableAction) -> str | None:
+        """Before Pulsar 4.2 the destination of an unload waits, keyed by bundle range, for the bundle's next
+        lookup. Another bundle of this plan with the same range (another namespace's), unloaded to a destination
+        and owned by nobody yet, still has its destination waiting: sending this one now would replace it."""
+        if not self.live.destinations_keyed_by_range:
+            return None
+        key = BundleName.parse(action.bundle).range
+        for other in self.actions:
+            if other.kind != "unload" or other.destination is None or other.bundle == action.bundle:
+                continue
+            if BundleName.parse(other.bundle).range != key:
+                continue
+            if not any(AttemptStatus(a.status) in APPLIED_ATTEMPT_STATUSES for a in self.attempts(other)):
+                continue
+            if self.live.owner(other.bundle) is None and self.live.bundle_exists(other.bundle):
+                return other.bundle
         return None
 
     def send(self, action: ExecutableAction) -> None:
@@ -540,13 +582,21 @@ class _Run:
         if owner == action.destination:
             return AttemptStatus.SUCCEEDED, ""
         if owner is None:
+            where = "to the destination" if action.destination else ""
             return (
                 AttemptStatus.SUCCEEDED,
-                "unloaded; not owned yet: the next client lookup assigns it to the destination",
+                f"unloaded; not owned yet: the next client lookup assigns it {where}".strip(),
             )
         if owner == action.source:
             return AttemptStatus.PLACED_ELSEWHERE, "re-acquired by the source broker"
-        return AttemptStatus.PLACED_ELSEWHERE, f"Pulsar placed it on {owner}, not {action.destination}"
+        if action.destination is None:
+            return AttemptStatus.SUCCEEDED, f"Pulsar placed it on {owner}"
+        reason = f"Pulsar placed it on {owner}, not {action.destination}"
+        if self.live.destinations_keyed_by_range:
+            reason += (
+                " (before Pulsar 4.2 a destination is kept by range: another namespace's unload may have taken it)"
+            )
+        return AttemptStatus.PLACED_ELSEWHERE, reason
 
     def attempt(self, action: ExecutableAction) -> tuple[ActionResult, bool]:
         """One fresh attempt: re-check, record the intent, send, record the answer, verify. Returns the
@@ -682,7 +732,7 @@ def execute_plan(
         # A new execution must start within the TTL; a started one may run, or be resumed, for the window more.
         deadline = created + settings.ttl + settings.resume_window
         expired = now() > (created + settings.ttl if started is None else deadline)
-        run = _Run(store, _Cluster(client, cluster), claim, cluster, settings, deadline, actor, now, sleep)
+        run = _Run(store, _Cluster(client, cluster), claim, cluster, settings, deadline, actor, now, sleep, actions)
         if expired:
             return _expire(run, report, actions, created, settings)
 

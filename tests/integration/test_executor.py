@@ -10,12 +10,12 @@ from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, show_plan
 from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
-from planner.execute.executor import execute_plan
+from planner.execute.executor import _Cluster, execute_plan
 from planner.plan.bundles.bundle_range import BundleName
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
-from planner.store.models import ActionExecution, AuditEvent, RecentlyUnloaded
-from tests.integration.executor_support import CountingClient, approved_plan, owners
+from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
+from tests.integration.executor_support import CountingClient, approved, approved_plan, owners, unload
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +99,48 @@ def test_a_plan_needs_an_approval_of_its_exact_actions(setup):
     with pytest.raises(InputError, match="not approved"):
         execute_plan(store, client, committed.plan_id, FAST)
     assert client.unloads == []
+
+
+class Pulsar307Client(CountingClient):
+    """The real cluster as a 3.0.7 broker would describe itself (its own version, 4.2.4, cannot be changed)."""
+
+    def broker_version(self):
+        return "3.0.7"
+
+
+def test_before_pulsar_4_2_a_second_destination_for_the_same_range_waits_until_the_first_is_taken_up(
+    pulsar_cluster, traffic_generator, tmp_path
+):
+    source, destination = pulsar_cluster["brokers"][0]["id"], pulsar_cluster["brokers"][1]["id"]
+    # Two namespaces with the same four ranges, no traffic: nobody looks an unloaded bundle up.
+    first, second = (traffic_generator([BundleTraffic(bundle=0, topics=1, rate=1)]) for _ in range(2))
+    for generator in (first, second):
+        generator.place_bundles({0: source})
+    bundles = [f"{g.namespace}/0x{g.boundaries[0]:08x}_0x{g.boundaries[1]:08x}" for g in (first, second)]
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    plan_id = approved_plan(store, pulsar_cluster, bundles, source, destination)
+    settings = ExecutorSettings(actions_per_minute=0, verify_timeout_seconds=3, verify_interval_seconds=0.5)
+    client = Pulsar307Client(pulsar_cluster["brokers"][0]["adminUrl"])
+
+    report = execute_plan(store, client, plan_id, settings)
+    assert report.results == {0: "succeeded", 1: "deferred"}, report
+    assert f"{bundles[0]} has the same range and nobody owns it yet" in report.reasons[1]
+    assert client.unloads == [bundles[0]]  # the second destination was not sent over the first
+    # A client looks the first bundle up: its destination is taken, and a rerun sends the second.
+    first.owner(next(iter(first.topics)))
+    again = execute_plan(store, client, plan_id, settings)
+    assert again.results == {0: "succeeded", 1: "succeeded"} and again.status == "executed", again
+    assert client.unloads == bundles
+    # The cluster's own release (4.2.4) keys destinations by full bundle name: no wait there.
+    assert not _Cluster(CountingClient(pulsar_cluster["brokers"][0]["adminUrl"]), "c").destinations_keyed_by_range
+
+
+def test_an_unload_without_a_destination_is_sent_as_such_and_pulsar_places_the_bundle(setup):
+    cluster, _, store, bundles, source, _ = setup
+    plan_id = approved(store, cluster, [{**unload(bundles[0], source, source), "destination": None}])
+    client = CountingClient(cluster["brokers"][0]["adminUrl"])
+    report = execute_plan(store, client, plan_id, FAST)
+    assert report.status == "executed" and report.results[0] in ("succeeded", "placed-elsewhere"), report
+    assert client.unloads == [bundles[0]]
+    with store.session() as session:
+        assert [row.destination for row in session.scalars(select(PlanAction))] == [None]

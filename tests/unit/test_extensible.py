@@ -239,3 +239,14 @@ def test_a_broker_unloaded_within_the_shedding_delay_holds_the_cycle_and_the_pla
     # past the delay the broker is forgotten and the cycle sheds
     later = extensible.model_copy(update={"recently_unloaded_brokers": {"b1:8080": 1_000_000 - 181_000}})
     assert make_transfer_plan("c", data, later, config, None, now_millis=1_000_000).actions
+
+
+def test_with_transfers_off_the_plan_names_no_destination_and_pulsar_places_the_bundles():
+    data, extensible = _skewed()
+    config = EXTENSIBLE.with_settings(
+        {"loadBalancerSheddingConditionHitCountThreshold": "0", "loadBalancerTransferEnabled": "false"}
+    )
+    plan = make_transfer_plan("c", data, extensible, config, None, now_millis=1_000_000)
+    unloads = [action for action in plan.actions if action.kind == "unload"]
+    assert unloads and all(action.destination is None for action in unloads)
+    assert all("to where placement puts it" in action.reason for action in unloads)
