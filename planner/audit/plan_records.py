@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -28,6 +28,7 @@ from planner.store.models import (
     PlanAction,
     PlanMeasurement,
     StrategyState,
+    as_utc,
     audit_event,
     utc_now,
 )
@@ -245,7 +246,4 @@ def recently_unloaded_brokers(
             )
             .group_by(PlanAction.source)
         ).all()
-    return {
-        source: int((finished if finished.tzinfo else finished.replace(tzinfo=UTC)).timestamp() * 1000)
-        for source, finished in rows
-    }
+    return {source: int(as_utc(finished).timestamp() * 1000) for source, finished in rows}

@@ -375,11 +375,6 @@ class PulsarAdminClient:
         """The Pulsar release of the answering broker, as it says it (`4.2.4`)."""
         return self._request("GET", "/admin/v2/brokers/version").text.strip()
 
-    def load_manager_class_name(self) -> str | None:
-        """`loadManagerClassName` of the cluster's brokers (from the runtime configuration), None if unknown."""
-        name = self.runtime_configuration().get("loadManagerClassName")
-        return str(name) if name else None
-
     def cluster_name(self) -> str:
         """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster)."""
         runtime = self.runtime_configuration()

@@ -45,7 +45,7 @@ from planner.samples.dataset import read_samples, sample_path, snapshot_tables, 
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
-from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
+from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, as_utc, audit_event
 
 logger = logging.getLogger(__name__)
 
@@ -126,14 +126,9 @@ def snapshot_reports(store: Store, cluster: str, after: datetime, until: datetim
         for broker in brokers or {}:
             missing[broker].append(snapshot_id)
     return SnapshotReports(
-        snapshots=[(snapshot_id, int(_utc(taken_at).timestamp() * 1000)) for snapshot_id, taken_at, _ in rows],
+        snapshots=[(snapshot_id, int(as_utc(taken_at).timestamp() * 1000)) for snapshot_id, taken_at, _ in rows],
         missing=dict(missing),
     )
-
-
-def _utc(moment: datetime) -> datetime:
-    """A time from the store as UTC (SQLite gives it back without its zone)."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _abandon(store: Store, root: str | Path, snapshot_id: int, actor: str, reason: str) -> None:

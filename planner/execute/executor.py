@@ -59,7 +59,16 @@ from planner.plan.document import actions_hash
 from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
-from planner.store.models import ActionExecution, Approval, Plan, PlanAction, RecentlyUnloaded, audit_event, utc_now
+from planner.store.models import (
+    ActionExecution,
+    Approval,
+    Plan,
+    PlanAction,
+    RecentlyUnloaded,
+    as_utc,
+    audit_event,
+    utc_now,
+)
 from planner.versions import PulsarVersion
 
 logger = logging.getLogger(__name__)
@@ -167,11 +176,6 @@ class ExecutableAction:
         }
 
 
-def _aware(moment: datetime) -> datetime:
-    """SQLite hands datetimes back without their zone; the store writes UTC only."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def default_holder(actor: str) -> str:
     """Who holds a claim, for the people reading a refusal: the actor, the host and the process."""
     return f"{actor} ({getpass.getuser()}@{socket.gethostname()} pid {os.getpid()})"
@@ -221,8 +225,8 @@ def claim_plan(store: Store, plan_id: int, holder: str, lease: timedelta, now: d
         plan = session.get(Plan, plan_id)
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
-        since = _aware(plan.claimed_at).isoformat() if plan.claimed_at else "?"
-        until = _aware(plan.lease_expires_at).isoformat() if plan.lease_expires_at else "?"
+        since = as_utc(plan.claimed_at).isoformat() if plan.claimed_at else "?"
+        until = as_utc(plan.lease_expires_at).isoformat() if plan.lease_expires_at else "?"
         session.add(
             audit_event(
                 plan.cluster.name, holder, "plan.claim-refused", plan=plan_id, heldBy=plan.claimed_by, since=since
@@ -414,7 +418,7 @@ class _Run:
     def settle(self, attempt: ActionExecution) -> None:
         """Wait until the settle time after the unanswered request has passed, keeping the lease."""
         remaining = (
-            _aware(attempt.started_at) + timedelta(seconds=self.settings.settle_seconds) - self.now()
+            as_utc(attempt.started_at) + timedelta(seconds=self.settings.settle_seconds) - self.now()
         ).total_seconds()
         if remaining > 0:
             self.sleep(remaining)
@@ -661,7 +665,7 @@ def _last_request_started(store: Store, plan_id: int) -> datetime | None:
                 ActionExecution.status.not_in([AttemptStatus.SKIPPED.value, AttemptStatus.DEFERRED.value]),
             )
         )
-    return _aware(started) if started is not None else None
+    return as_utc(started) if started is not None else None
 
 
 def _done_result(action: ExecutableAction, attempts: list[ActionExecution]) -> ActionResult:
@@ -713,7 +717,7 @@ def execute_plan(
     try:
         with store.session() as session:
             plan = session.get(Plan, plan_id)
-            created = _aware(plan.created_at)
+            created = as_utc(plan.created_at)
             started = plan.execution_started_at
             # The rows read here are the rows that run: the approval must be for exactly these.
             actions = _rows(session, plan_id)

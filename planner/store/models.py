@@ -18,6 +18,11 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """A time read from the store, in UTC (SQLite gives it back without its zone)."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 class Base(DeclarativeBase):
     pass
 

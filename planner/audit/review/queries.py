@@ -21,7 +21,16 @@ from planner.lifecycle import PlanStatus
 from planner.plan.document import PlanDocument
 from planner.samples.dataset import broker_load, read_samples
 from planner.store.database import Store
-from planner.store.models import ActionExecution, Approval, AuditEvent, Cluster, Plan, PlanAction, PlanMeasurement
+from planner.store.models import (
+    ActionExecution,
+    Approval,
+    AuditEvent,
+    Cluster,
+    Plan,
+    PlanAction,
+    PlanMeasurement,
+    as_utc,
+)
 
 PLAN_STATUSES = tuple(status.value for status in PlanStatus)
 MAX_PER_PAGE = 200
@@ -73,7 +82,7 @@ class PlanFilter:
 def _iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).isoformat()
+    return as_utc(moment).isoformat()
 
 
 def cluster_names(store: Store, readable: Collection[str] | None = None) -> list[str]:
