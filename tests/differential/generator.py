@@ -1,12 +1,15 @@
 """Random but valid inputs for the differential tests, seeded, and free of the ties Java breaks by hash order.
 
-Three kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
+Five kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
 
 - `shed_case(seed)`: a LoadData (2-50 brokers, 0-200 bundles each, traffic over several orders of magnitude,
   system-namespace bundles, bundles without bundle data, recently unloaded bundles) plus config overrides, for
   AvgShedder (3-6 consecutive runs), UniformLoadShedder, ThresholdShedder (2-4 runs) and OverloadShedder;
 - `split_candidates_case(seed)`: a LoadData and the namespaces' bundle counts for BundleSplitterTask;
-- `split_positions_case(seed)`: one bundle, the namespace's topics (with stats) and a split algorithm.
+- `split_positions_case(seed)`: one bundle, the namespace's topics (with stats) and a split algorithm;
+- `transfer_case(seed)`: the extensible load manager's load data for TransferShedder, several cycles;
+- `extensible_split_case(seed)`: one broker's bundle stats over several cycles for the extensible load
+  manager's split strategy (`DefaultNamespaceBundleSplitStrategyImpl`).
 
 Tie rules. Pulsar keeps brokers and bundles in hash maps, so where two values are exactly equal the answer
 depends on HashMap iteration order; the planner breaks those ties by name. The generator avoids them:
@@ -668,4 +671,70 @@ def transfer_case(seed: int) -> dict[str, Any]:
         "runs": rng.randint(1, 5),
         "config": _transfer_config(rng),
         "extensibleLoadData": data_document,
+    }
+
+
+# --- the extensible load manager's split strategy ------------------------------------------------------------
+
+
+def _extensible_split_config(rng: random.Random) -> dict[str, str]:
+    return {
+        "loadBalancerNamespaceBundleMaxTopics": str(rng.choice([4, 20, 1000])),
+        "loadBalancerNamespaceBundleMaxSessions": str(rng.choice([0, 10, 1000])),
+        "loadBalancerNamespaceBundleMaxMsgRate": str(rng.choice([100, 1000, 30000])),
+        "loadBalancerNamespaceBundleMaxBandwidthMbytes": str(rng.choice([1, 10, 100])),
+        "loadBalancerMaxNumberOfBundlesToSplitPerCycle": str(rng.choice([0, 1, 2, 10])),
+        "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": str(rng.choice([0, 1, 3])),
+        "loadBalancerNamespaceMaximumBundles": str(rng.choice([2, 4, 16, 128])),
+        "loadBalancerDebugModeEnabled": rng.choice(["true", "false"]),
+    }
+
+
+def _extensible_split_stats(rng: random.Random, level: float) -> dict[str, Any]:
+    """A bundle's stats around the split limits `_extensible_split_config` draws (level 1 is about the middle)."""
+    rate = _log_uniform(rng, 1, 3e4) * level
+    throughput = _log_uniform(rng, 1e4, 1e8) * level
+    inbound = rng.uniform(0.2, 0.8)
+    return {
+        "msgRateIn": rate * inbound,
+        "msgRateOut": rate * (1 - inbound),
+        "msgThroughputIn": throughput * inbound,
+        "msgThroughputOut": throughput * (1 - inbound),
+        "consumerCount": rng.randint(0, 12),
+        "producerCount": rng.randint(0, 12),
+        "topics": rng.choice([0, 1, 2, rng.randint(2, 30)]),
+        "cacheSize": rng.randint(0, 1000),
+    }
+
+
+def extensible_split_case(seed: int) -> dict[str, Any]:
+    """One broker's bundles over several cycles for the extensible load manager's split strategy: bundles that
+    stay over a limit, hover around it, leave (moved away) and come back, bundles with fewer than two topics,
+    unsplittable one-hash ranges, and namespaces at, near and far below their bundle limit."""
+    rng = random.Random(f"extensible-split-{seed}")
+    config = _extensible_split_config(rng)
+    namespaces = [f"t{tenant}/ns{index}" for tenant in range(2) for index in range(rng.randint(1, 3))]
+    limit = int(config["loadBalancerNamespaceMaximumBundles"])
+    counts = {namespace: rng.choice([1, max(1, limit - 1), limit, rng.randint(1, limit)]) for namespace in namespaces}
+    bundles = []
+    for index in range(rng.randint(1, 12)):
+        lower = index * 0x10000000
+        upper = lower + (1 if rng.random() < 0.05 else 0x0FFFFFFF)
+        bundles.append(_bundle(rng.choice(namespaces), lower, upper))
+    levels = {bundle: rng.choice([0.01, 0.3, 1.0, 3.0]) for bundle in bundles}
+    runs = []
+    for _ in range(rng.randint(1, 6)):
+        stats = {}
+        for bundle in bundles:
+            if rng.random() < 0.1:  # moved away this cycle
+                continue
+            level = levels[bundle] if rng.random() < 0.8 else rng.choice([0.01, 1.0, 3.0])
+            stats[bundle] = _extensible_split_stats(rng, level)
+        runs.append(stats)
+    return {
+        "id": f"extensible-split-{seed}",
+        "kind": "extensibleSplit",
+        "config": config,
+        "namespaceBundleCounts": counts,
+        "runs": runs,
     }

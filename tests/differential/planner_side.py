@@ -6,6 +6,7 @@ Shapes (both sides):
 - splitPositions: `{"positions": [...] | null}`;
 - transfer: `{"runs": [{"unloads": [{broker, bundle, destination, reason}], "skipped", "hitCount",
   "recentlyUnloadedBrokers", "average", "std"}]}`;
+- extensibleSplit: `{"runs": [{"splits": [{bundle, reason}], "hitCounts": {bundle: count}}]}`;
 - any of them `{"error": "..."}` when the side refused the input.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import ExtensibleLoadData, LoadData, load_data_from_mapping
+from planner.model import ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -29,6 +30,7 @@ from planner.plan.bundles import (
 from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.plan.extensible import bundles_to_split
 from planner.plan.shedding.registry import shedding_strategy
 
 
@@ -147,11 +149,30 @@ def transfer(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"runs": runs}
 
 
+def extensible_split(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """The extensible split strategy on one broker's bundle stats, cycle after cycle, its hit counts carried over."""
+    config = config_for(case, version)
+    broker = "broker"
+    hit_counts: dict[str, dict[str, int]] = {}
+    runs = []
+    for stats in case["runs"]:
+        reports = {broker: LocalBrokerData.model_validate({"lastStats": stats})}
+        chosen, hit_counts = bundles_to_split(reports, config, hit_counts, case["namespaceBundleCounts"])
+        runs.append(
+            {
+                "splits": [{"bundle": choice.bundle, "reason": choice.reason} for choice in chosen],
+                "hitCounts": hit_counts.get(broker, {}),
+            }
+        )
+    return {"runs": runs}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "shed": shed,
     "splitCandidates": split_candidates,
     "splitPositions": split_positions,
     "transfer": transfer,
+    "extensibleSplit": extensible_split,
 }
 
 
@@ -195,6 +216,14 @@ def transfer_runs(result: dict[str, Any]) -> Any:
     return runs
 
 
+def extensible_split_runs(result: dict[str, Any]) -> Any:
+    """Per cycle: the splits as a set (Pulsar returns a HashSet of decisions) and the hit counts left."""
+    return [
+        (sorted((split["bundle"], split["reason"]) for split in run["splits"]), dict(sorted(run["hitCounts"].items())))
+        for run in result["runs"]
+    ]
+
+
 def normalized_runs(result: dict[str, Any]) -> Any:
     """What must be equal for one strategy: per run, the unloads per broker and the strategy's state."""
     if "error" in result:
@@ -217,6 +246,8 @@ def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, A
         return [] if sorted(java["bundles"]) == planner["bundles"] else ["bundles"]
     if kind == "transfer":
         return [] if transfer_runs(java) == transfer_runs(planner) else ["runs"]
+    if kind == "extensibleSplit":
+        return [] if extensible_split_runs(java) == extensible_split_runs(planner) else ["runs"]
     return [] if expected_positions(case, java) == planner["positions"] else ["positions"]
 
 

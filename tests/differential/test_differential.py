@@ -2,7 +2,8 @@
 
 `DIFFERENTIAL_CASES` (default 1000) sets the number of shedding cases, each of which runs all four shedders;
 there are as many split-candidate cases, four times as many split-position cases (about as many per split
-algorithm), and as many TransferShedder cases (the extensible load manager, several cycles each).
+algorithm), and as many TransferShedder and extensible split-strategy cases (the extensible load manager,
+several cycles each).
 `DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds. On a difference the test shrinks the first
 failing shedding case, writes it to a file and prints the path, a command that replays it and both answers.
 """
@@ -52,6 +53,7 @@ def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -
     cases += [generator.split_candidates_case(SEED + index) for index in range(CASES)]
     cases += [generator.split_positions_case(SEED + index) for index in range(4 * CASES)]
     cases += [generator.transfer_case(SEED + index) for index in range(CASES)]
+    cases += [generator.extensible_split_case(SEED + index) for index in range(CASES)]
     java_run = java_harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = java_harness.pulsar_version
     config_logger = logging.getLogger("planner.config")
@@ -181,6 +183,39 @@ def test_the_transfer_cases_reach_every_branch(batch: Batch) -> None:
     for branch in ("swaps", "plain unloads", "underloaded", "HitCount", "NoBundles", "CoolDown", "NoLoadData"):
         assert outcomes[branch] >= cases // 100, (branch, outcomes)
     assert outcomes["OutDatedData"] >= cases // 100, outcomes
+
+
+def test_extensible_split_strategy_matches_pulsar(batch: Batch) -> None:
+    failing = _mismatches(batch, "extensibleSplit")
+    assert not failing, _report(
+        batch, failing, _count(batch, "extensibleSplit"), "DefaultNamespaceBundleSplitStrategyImpl", None
+    )
+
+
+def test_the_extensible_split_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: splits for every reason, hit counts that wait, the namespace limit and the per-cycle
+    limit each hold a bundle back."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "extensibleSplit":
+            continue
+        per_cycle = int(case["config"]["loadBalancerMaxNumberOfBundlesToSplitPerCycle"])
+        for run in batch.java[case["id"]]["runs"]:
+            outcomes.update(split["reason"] for split in run["splits"])
+            outcomes["waiting"] += bool(run["hitCounts"])
+            outcomes["per-cycle limit"] += per_cycle > 0 and len(run["splits"]) == per_cycle
+        threshold = int(case["config"]["loadBalancerNamespaceBundleSplitConditionHitCountThreshold"])
+        limit = int(case["config"]["loadBalancerNamespaceMaximumBundles"])
+        full = {namespace for namespace, count in case["namespaceBundleCounts"].items() if count >= limit}
+        outcomes["namespace limit"] += any(
+            count > threshold and bundle.rsplit("/", 1)[0] in full
+            for run in batch.java[case["id"]]["runs"]
+            for bundle, count in run["hitCounts"].items()
+        )
+    cases = _count(batch, "extensibleSplit")
+    print(f"\n{batch.harness.pulsar_version}: {cases} extensible split cases, outcomes {dict(outcomes)}")
+    for branch in ("Topics", "Sessions", "MsgRate", "Bandwidth", "waiting", "per-cycle limit", "namespace limit"):
+        assert outcomes[branch] >= cases // 100, (branch, outcomes)
 
 
 def test_the_cases_exercise_every_strategy(batch: Batch) -> None:

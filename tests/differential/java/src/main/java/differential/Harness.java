@@ -30,14 +30,20 @@ import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
 import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
 import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
+import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl;
+import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerWrapper;
 import org.apache.pulsar.broker.loadbalance.extensions.LoadManagerContext;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateChannel;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.models.SplitCounter;
+import org.apache.pulsar.broker.loadbalance.extensions.models.SplitDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
 import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
+import org.apache.pulsar.broker.loadbalance.extensions.strategy.DefaultNamespaceBundleSplitStrategyImpl;
 import org.apache.pulsar.broker.loadbalance.impl.AvgShedder;
 import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
 import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
@@ -87,6 +93,7 @@ public final class Harness {
                         case "splitCandidates" -> splitCandidates(testCase, result);
                         case "splitPositions" -> splitPositions(testCase, result);
                         case "transfer" -> transfer(testCase, result);
+                        case "extensibleSplit" -> extensibleSplit(testCase, result);
                         default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
                     }
                 } catch (Exception e) {
@@ -290,6 +297,53 @@ public final class Harness {
             new TreeMap<>(recentBrokers).forEach((broker, at) -> brokersLeft.put(broker, at - shift));
             runResult.put("average", counter.getLoadAvg());
             runResult.put("std", counter.getLoadStd());
+        }
+    }
+
+    /**
+     * The extensible load manager's split strategy ({@code DefaultNamespaceBundleSplitStrategyImpl}), as one broker
+     * runs it each cycle: one instance (its split-condition hit counts carry over) over {@code "runs"}, each the
+     * broker's bundle stats that cycle, in name order. The broker owns every bundle it reports and no bundle is in
+     * the Splitting state (the two ownership-channel checks); namespaces' bundle counts come from the case.
+     */
+    static void extensibleSplit(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        Map<String, Integer> counts = new TreeMap<>();
+        testCase.path("namespaceBundleCounts").fields()
+                .forEachRemaining(e -> counts.put(e.getKey(), e.getValue().asInt()));
+        ServiceUnitStateChannel channel = proxy(ServiceUnitStateChannel.class, (method, args) ->
+                switch (method.getName()) {
+                    case "getOwnershipEntrySet" -> Set.of();
+                    case "isOwner" -> true;
+                    default -> throw new UnsupportedOperationException(method.getName());
+                });
+        ExtensibleLoadManagerImpl loadManager = StubServices.allocate(ExtensibleLoadManagerImpl.class);
+        StubServices.setField(ExtensibleLoadManagerImpl.class, loadManager, "serviceUnitStateChannel", channel);
+        BrokerRegistry registry = proxy(BrokerRegistry.class, (method, args) ->
+                method.getName().equals("getBrokerId") ? "broker" : null);
+        LoadManagerContext context = proxy(LoadManagerContext.class, (method, args) ->
+                method.getName().equals("brokerRegistry") ? registry : null);
+        Map<String, NamespaceBundleStats> bundleStats = new TreeMap<>();
+        var pulsar = StubServices.broker(conf, StubServices.namespaces(counts, List.of()), bundleStats,
+                new ExtensibleLoadManagerWrapper(loadManager));
+        DefaultNamespaceBundleSplitStrategyImpl strategy = new DefaultNamespaceBundleSplitStrategyImpl(
+                new SplitCounter());
+        ArrayNode runs = result.putArray("runs");
+        for (JsonNode stats : testCase.path("runs")) {
+            bundleStats.clear();
+            for (Map.Entry<String, JsonNode> e : iterable(stats.fields())) {
+                bundleStats.put(e.getKey(), MAPPER.treeToValue(e.getValue(), NamespaceBundleStats.class));
+            }
+            ObjectNode runResult = runs.addObject();
+            ArrayNode splits = runResult.putArray("splits");
+            for (SplitDecision decision : strategy.findBundlesToSplit(context, pulsar)) {
+                ObjectNode split = splits.addObject();
+                split.put("bundle", decision.getSplit().serviceUnit());
+                split.put("reason", decision.getReason().name());
+            }
+            ObjectNode hits = runResult.putObject("hitCounts");
+            Map<String, Integer> hitCounts = privateField(strategy, "splitConditionHitCounts");
+            new TreeMap<>(hitCounts).forEach(hits::put);
         }
     }
 

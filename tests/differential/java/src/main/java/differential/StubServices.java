@@ -1,17 +1,22 @@
 package differential;
 
+import com.github.benmanes.caffeine.cache.Caffeine;
 import com.google.common.hash.Hashing;
 import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicReference;
 import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.broker.loadbalance.LoadManager;
 import org.apache.pulsar.broker.namespace.NamespaceService;
+import org.apache.pulsar.broker.service.BrokerService;
 import org.apache.pulsar.common.naming.NamespaceBundle;
 import org.apache.pulsar.common.naming.NamespaceBundleFactory;
 import org.apache.pulsar.common.naming.NamespaceName;
+import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
 import sun.misc.Unsafe;
 
 /**
@@ -21,6 +26,10 @@ import sun.misc.Unsafe;
  * which topics a namespace has. The stubs override exactly those methods; everything else (which topics a bundle
  * owns, their hashes, the thresholds) is Pulsar's own code. Constructing the real services needs a metadata store,
  * so the stubs are allocated without running a constructor (Mockito is not on the classpath).
+ *
+ * <p>The extensible load manager's split strategy asks a broker for its bundle stats and its load manager (for the
+ * ownership channel), and the namespace service for its bundle factory and a split boundary: the stubs answer the
+ * first two from the test case, and give the real NamespaceService methods the fields they read.
  */
 final class StubServices {
     private StubServices() {
@@ -30,6 +39,8 @@ final class StubServices {
     static final class Pulsar extends PulsarService {
         private ServiceConfiguration configuration;
         private NamespaceService namespaceService;
+        private BrokerService brokerService;
+        private AtomicReference<LoadManager> loadManager;
 
         private Pulsar() {
             super((ServiceConfiguration) null); // never called: instances come from allocate()
@@ -43,6 +54,30 @@ final class StubServices {
         @Override
         public NamespaceService getNamespaceService() {
             return namespaceService;
+        }
+
+        @Override
+        public BrokerService getBrokerService() {
+            return brokerService;
+        }
+
+        @Override
+        public AtomicReference<LoadManager> getLoadManager() {
+            return loadManager;
+        }
+    }
+
+    /** A BrokerService that reports the test case's bundle stats as its own. */
+    static final class Brokers extends BrokerService {
+        private Map<String, NamespaceBundleStats> bundleStats;
+
+        private Brokers() throws Exception {
+            super(null, null); // never called: instances come from allocate()
+        }
+
+        @Override
+        public Map<String, NamespaceBundleStats> getBundleStats() {
+            return bundleStats;
         }
     }
 
@@ -86,16 +121,44 @@ final class StubServices {
         return namespaces;
     }
 
-    /** A bundle whose factory hashes topic names with CRC-32, as NamespaceService builds it. */
-    static NamespaceBundle bundle(String namespace, String range) throws Exception {
-        NamespaceBundleFactory factory = allocate(NamespaceBundleFactory.class);
-        Field hashFunction = NamespaceBundleFactory.class.getDeclaredField("hashFunc");
-        hashFunction.setAccessible(true);
-        hashFunction.set(factory, Hashing.crc32());
-        return factory.getBundle(namespace, range);
+    /**
+     * A broker with the given bundle stats and load manager, whose namespace service has a bundle factory and the
+     * configuration and broker its getSplitBoundary reads.
+     */
+    static Pulsar broker(ServiceConfiguration configuration, Namespaces namespaces,
+                         Map<String, NamespaceBundleStats> bundleStats, LoadManager loadManager) throws Exception {
+        Brokers brokers = allocate(Brokers.class);
+        brokers.bundleStats = bundleStats;
+        Pulsar pulsar = pulsar(configuration, namespaces);
+        pulsar.brokerService = brokers;
+        pulsar.loadManager = new AtomicReference<>(loadManager);
+        setField(NamespaceService.class, namespaces, "config", configuration);
+        setField(NamespaceService.class, namespaces, "pulsar", pulsar);
+        setField(NamespaceService.class, namespaces, "bundleFactory", bundleFactory());
+        return pulsar;
     }
 
-    private static <T> T allocate(Class<T> type) throws Exception {
+    /** A bundle whose factory hashes topic names with CRC-32, as NamespaceService builds it. */
+    static NamespaceBundle bundle(String namespace, String range) throws Exception {
+        return bundleFactory().getBundle(namespace, range);
+    }
+
+    /** A bundle factory hashing with CRC-32, whose bundle cache (only invalidated here) loads nothing. */
+    private static NamespaceBundleFactory bundleFactory() throws Exception {
+        NamespaceBundleFactory factory = allocate(NamespaceBundleFactory.class);
+        setField(NamespaceBundleFactory.class, factory, "hashFunc", Hashing.crc32());
+        setField(NamespaceBundleFactory.class, factory, "bundlesCache",
+                Caffeine.newBuilder().buildAsync(namespace -> null));
+        return factory;
+    }
+
+    static void setField(Class<?> owner, Object target, String name, Object value) throws Exception {
+        Field field = owner.getDeclaredField(name);
+        field.setAccessible(true);
+        field.set(target, value);
+    }
+
+    static <T> T allocate(Class<T> type) throws Exception {
         Field field = Unsafe.class.getDeclaredField("theUnsafe");
         field.setAccessible(true);
         return type.cast(((Unsafe) field.get(null)).allocateInstance(type));
