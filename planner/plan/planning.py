@@ -24,6 +24,7 @@ from planner.plan.document import PlanDocument, actions_hash
 from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
+from planner.plan.placement import extensible_least_resource_usage
 from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
 from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
@@ -296,6 +297,8 @@ def make_transfer_plan(
     else:
         outcome = strategy.run_extensible(extensible, config, before, now_millis)
         notes.extend(outcome.notes)
+    # Without a transfer the bundle is placed when next looked up: at random among these brokers.
+    placed_among = extensible_least_resource_usage.best_brokers(extensible.available, extensible.brokers, config)
     actions = [
         PlannedAction(
             kind="unload",
@@ -305,7 +308,11 @@ def make_transfer_plan(
             msg_rate=_current_msg_rate(load_data, decision.source, decision.bundle),
             throughput=decision.throughput,
             reason=f"{strategy.name} ({decision.reason.value}): from {decision.source}, the most loaded of its pair, "
-            f"to {decision.destination or 'where placement puts it'}",
+            + (
+                f"to {decision.destination}"
+                if decision.destination
+                else f"placed by {extensible_least_resource_usage.NAME} at random among {', '.join(placed_among)}"
+            ),
         )
         for decision in outcome.decisions
     ]

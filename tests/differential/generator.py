@@ -1,6 +1,6 @@
 """Random but valid inputs for the differential tests, seeded, and free of the ties Java breaks by hash order.
 
-Five kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
+Six kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
 
 - `shed_case(seed)`: a LoadData (2-50 brokers, 0-200 bundles each, traffic over several orders of magnitude,
   system-namespace bundles, bundles without bundle data, recently unloaded bundles) plus config overrides, for
@@ -9,7 +9,9 @@ Five kinds of case, each a JSON-ready dict that both the Java harness and the pl
 - `split_positions_case(seed)`: one bundle, the namespace's topics (with stats) and a split algorithm;
 - `transfer_case(seed)`: the extensible load manager's load data for TransferShedder, several cycles;
 - `extensible_split_case(seed)`: one broker's bundle stats over several cycles for the extensible load
-  manager's split strategy (`DefaultNamespaceBundleSplitStrategyImpl`).
+  manager's split strategy (`DefaultNamespaceBundleSplitStrategyImpl`);
+- `extensible_placement_case(seed)`: candidates and their load data for its placement
+  (`extensions.strategy.LeastResourceUsageWithWeight`).
 
 Tie rules. Pulsar keeps brokers and bundles in hash maps, so where two values are exactly equal the answer
 depends on HashMap iteration order; the planner breaks those ties by name. The generator avoids them:
@@ -737,4 +739,39 @@ def extensible_split_case(seed: int) -> dict[str, Any]:
         "config": config,
         "namespaceBundleCounts": counts,
         "runs": runs,
+    }
+
+
+# --- the extensible load manager's placement -----------------------------------------------------------------
+
+
+def extensible_placement_case(seed: int) -> dict[str, Any]:
+    """Candidates for an unowned bundle and their brokers' load data: spread, clustered and exactly on the
+    threshold (dyadic loads and differences, so `usage + difference == mean` holds in binary), some candidates
+    without load data."""
+    rng = random.Random(f"extensible-placement-{seed}")
+    exact = rng.random() < 0.3
+    difference = rng.choice([25, 50]) if exact else rng.choice([10, 10, 0, rng.randint(0, 60)])
+    count = rng.randint(1, 8)
+    ids = _broker_ids(rng, count)
+    level = rng.uniform(0.05, 0.9)
+    brokers = {}
+    for broker in ids:
+        if rng.random() < 0.1:
+            continue  # no load data
+        ema = rng.randint(0, 8) / 8 if exact else max(0.0, rng.gauss(level, rng.choice([0.02, 0.1, 0.3])))
+        brokers[broker] = {"weightedMaxEMA": ema, "msgThroughputEMA": rng.uniform(0, 1e8), "updatedAt": 1}
+    candidates = [broker for broker in ids if rng.random() < 0.9] or ids[:1]
+    if rng.random() < 0.02:
+        candidates = []
+    return {
+        "id": f"extensible-placement-{seed}",
+        "kind": "extensiblePlacement",
+        "config": {
+            "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": str(difference),
+            "loadBalancerBrokerOverloadedThresholdPercentage": str(rng.choice([85, rng.randint(40, 95)])),
+            "loadBalancerDebugModeEnabled": rng.choice(["true", "false"]),
+        },
+        "brokers": brokers,
+        "candidates": candidates,
     }

@@ -7,6 +7,8 @@ Shapes (both sides):
 - transfer: `{"runs": [{"unloads": [{broker, bundle, destination, reason}], "skipped", "hitCount",
   "recentlyUnloadedBrokers", "average", "std"}]}`;
 - extensibleSplit: `{"runs": [{"splits": [{bundle, reason}], "hitCounts": {bundle: count}}]}`;
+- extensiblePlacement: `{"best": [...], "chosen": broker | null}` (the planner names no chosen broker: Pulsar picks
+  among the best at random);
 - any of them `{"error": "..."}` when the side refused the input.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 
 from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
+from planner.model import BrokerLoadData, ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
@@ -31,6 +33,7 @@ from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
 from planner.plan.extensible import bundles_to_split
+from planner.plan.placement.extensible_least_resource_usage import best_brokers
 from planner.plan.shedding.registry import shedding_strategy
 
 
@@ -167,12 +170,19 @@ def extensible_split(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"runs": runs}
 
 
+def extensible_placement(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """The brokers the extensible placement picks among, for the case's candidates."""
+    brokers = {broker: BrokerLoadData.model_validate(data) for broker, data in case["brokers"].items()}
+    return {"best": best_brokers(case["candidates"], brokers, config_for(case, version)), "chosen": None}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "shed": shed,
     "splitCandidates": split_candidates,
     "splitPositions": split_positions,
     "transfer": transfer,
     "extensibleSplit": extensible_split,
+    "extensiblePlacement": extensible_placement,
 }
 
 
@@ -248,6 +258,9 @@ def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, A
         return [] if transfer_runs(java) == transfer_runs(planner) else ["runs"]
     if kind == "extensibleSplit":
         return [] if extensible_split_runs(java) == extensible_split_runs(planner) else ["runs"]
+    if kind == "extensiblePlacement":
+        picked_among_best = java["chosen"] is None or java["chosen"] in java["best"]
+        return [] if java["best"] == planner["best"] and picked_among_best else ["best"]
     return [] if expected_positions(case, java) == planner["positions"] else ["positions"]
 
 

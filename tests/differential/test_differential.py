@@ -54,6 +54,7 @@ def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -
     cases += [generator.split_positions_case(SEED + index) for index in range(4 * CASES)]
     cases += [generator.transfer_case(SEED + index) for index in range(CASES)]
     cases += [generator.extensible_split_case(SEED + index) for index in range(CASES)]
+    cases += [generator.extensible_placement_case(SEED + index) for index in range(CASES)]
     java_run = java_harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = java_harness.pulsar_version
     config_logger = logging.getLogger("planner.config")
@@ -216,6 +217,31 @@ def test_the_extensible_split_cases_reach_every_branch(batch: Batch) -> None:
     print(f"\n{batch.harness.pulsar_version}: {cases} extensible split cases, outcomes {dict(outcomes)}")
     for branch in ("Topics", "Sessions", "MsgRate", "Bandwidth", "waiting", "per-cycle limit", "namespace limit"):
         assert outcomes[branch] >= cases // 100, (branch, outcomes)
+
+
+def test_extensible_placement_matches_pulsar(batch: Batch) -> None:
+    failing = _mismatches(batch, "extensiblePlacement")
+    cases = _count(batch, "extensiblePlacement")
+    assert not failing, _report(batch, failing, cases, "LeastResourceUsageWithWeight (extensible)", None)
+
+
+def test_the_extensible_placement_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: some brokers under the mean, none (all candidates), and a broker exactly on it."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "extensiblePlacement":
+            continue
+        best, candidates = batch.java[case["id"]]["best"], case["candidates"]
+        outcomes["some best" if 0 < len(best) < len(candidates) else "all candidates" if best else "none"] += 1
+        with_data = [case["brokers"][broker]["weightedMaxEMA"] for broker in candidates if broker in case["brokers"]]
+        difference = int(case["config"]["loadBalancerAverageResourceUsageDifferenceThresholdPercentage"]) / 100.0
+        mean = sum(with_data) / len(with_data) if with_data else None
+        outcomes["on the threshold"] += any(ema + difference == mean for ema in with_data)
+        outcomes["without load data"] += any(broker not in case["brokers"] for broker in candidates)
+    cases = _count(batch, "extensiblePlacement")
+    print(f"\n{batch.harness.pulsar_version}: {cases} extensible placement cases, outcomes {dict(outcomes)}")
+    for branch in ("some best", "all candidates", "on the threshold", "without load data"):
+        assert outcomes[branch] >= cases // 50, (branch, outcomes)
 
 
 def test_the_cases_exercise_every_strategy(batch: Batch) -> None:

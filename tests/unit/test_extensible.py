@@ -9,7 +9,7 @@ import pytest
 from planner.collect.extensible import broker_load, bundle_stats_from_topics, load_balancing_metrics
 from planner.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
 from planner.errors import InputError
-from planner.model import NamespaceBundleStats
+from planner.model import BrokerLoadData, NamespaceBundleStats
 from planner.plan.extensible import (
     bundles_to_split,
     extensible_load_data,
@@ -17,6 +17,7 @@ from planner.plan.extensible import (
     top_k_bundles,
     weighted_max,
 )
+from planner.plan.placement.extensible_least_resource_usage import best_brokers
 from planner.plan.planning import make_transfer_plan
 from tests.builders import broker, bundle, load_data
 
@@ -249,4 +250,24 @@ def test_with_transfers_off_the_plan_names_no_destination_and_pulsar_places_the_
     plan = make_transfer_plan("c", data, extensible, config, None, now_millis=1_000_000)
     unloads = [action for action in plan.actions if action.kind == "unload"]
     assert unloads and all(action.destination is None for action in unloads)
-    assert all("to where placement puts it" in action.reason for action in unloads)
+    # Pulsar's placement: the brokers at least 10 points under the mean weightedMaxEMA (0.9, 0.1, 0.1)
+    assert all(
+        action.reason.endswith("placed by LeastResourceUsageWithWeight at random among b2:8080, b3:8080")
+        for action in unloads
+    )
+
+
+def test_extensible_placement_picks_among_brokers_under_the_mean_else_among_all():
+    def loads(**emas: float) -> dict[str, BrokerLoadData]:
+        return {name: BrokerLoadData.model_validate({"weightedMaxEMA": ema}) for name, ema in emas.items()}
+
+    config = EXTENSIBLE  # 10 points under the mean
+    assert best_brokers(["a", "b", "c"], loads(a=0.9, b=0.1, c=0.5), config) == ["b"]
+    # exactly the difference under the mean counts (<=): mean 0.5, 0.4 + 0.1 <= 0.5
+    assert best_brokers(["a", "b"], loads(a=0.6, b=0.4), config) == ["b"]
+    # nobody far enough under: all candidates, a broker without load data among them
+    assert best_brokers(["a", "b", "x"], loads(a=0.5, b=0.45), config) == ["a", "b", "x"]
+    # a broker without load data is not in the mean and never among the best
+    assert best_brokers(["x", "a", "b"], loads(a=0.9, b=0.1), config) == ["b"]
+    wider = config.with_settings({"loadBalancerAverageResourceUsageDifferenceThresholdPercentage": "50"})
+    assert best_brokers(["a", "b", "c"], loads(a=0.9, b=0.1, c=0.5), wider) == ["a", "b", "c"]

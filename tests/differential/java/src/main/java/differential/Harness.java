@@ -18,6 +18,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -94,6 +95,7 @@ public final class Harness {
                         case "splitPositions" -> splitPositions(testCase, result);
                         case "transfer" -> transfer(testCase, result);
                         case "extensibleSplit" -> extensibleSplit(testCase, result);
+                        case "extensiblePlacement" -> extensiblePlacement(testCase, result);
                         default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
                     }
                 } catch (Exception e) {
@@ -344,6 +346,36 @@ public final class Harness {
             ObjectNode hits = runResult.putObject("hitCounts");
             Map<String, Integer> hitCounts = privateField(strategy, "splitConditionHitCounts");
             new TreeMap<>(hitCounts).forEach(hits::put);
+        }
+    }
+
+    /**
+     * The extensible load manager's placement ({@code extensions.strategy.LeastResourceUsageWithWeight}) on the
+     * case's {@code "candidates"} (in that order) and brokers' load data: the best brokers it picks among (read back
+     * from its thread-local list) and the one it picked at random.
+     */
+    static void extensiblePlacement(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        Map<String, BrokerLoadData> brokers = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : iterable(testCase.path("brokers").fields())) {
+            brokers.put(e.getKey(), MAPPER.treeToValue(e.getValue(), BrokerLoadData.class));
+        }
+        Set<String> candidates = new LinkedHashSet<>();
+        testCase.path("candidates").forEach(broker -> candidates.add(broker.asText()));
+        LoadDataStore<?> store = store(brokers);
+        LoadManagerContext context = proxy(LoadManagerContext.class, (method, args) -> switch (method.getName()) {
+            case "brokerConfiguration" -> conf;
+            case "brokerLoadDataStore" -> store;
+            default -> null;
+        });
+        var strategy = new org.apache.pulsar.broker.loadbalance.extensions.strategy.LeastResourceUsageWithWeight();
+        Optional<String> chosen = strategy.select(candidates, StubServices.bundle("t0/ns0", "0x00000000_0xffffffff"),
+                context);
+        result.put("chosen", chosen.orElse(null));
+        ArrayNode best = result.putArray("best");
+        if (chosen.isPresent()) {
+            ThreadLocal<List<String>> bestBrokers = privateField(strategy, "bestBrokers");
+            bestBrokers.get().forEach(best::add);
         }
     }
 
