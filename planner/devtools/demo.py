@@ -35,8 +35,10 @@ from planner.store.database import Store
 
 logger = logging.getLogger(__name__)
 
-# 320 msg/s on one broker of three: 60 % of the gap (192 msg/s) takes two of its four 80 msg/s bundles, and the
-# placement's preallocation sends them to the two idle brokers: 160/80/80, balanced in one plan.
+# 320 msg/s on the first broker, 160 on the third, none on the second: UniformLoadShedder takes 60 % of the gap
+# between the first and the second (192 msg/s), two of the first broker's four 80 msg/s bundles, and Pulsar's
+# placement (LeastLongTermMessageRate, which a shedding cycle does not preallocate) sends both to the idle broker:
+# 160/160/160, balanced in one plan.
 DEMO_CONF = {"strategy": "UniformLoadShedder", "settings": {"minUnloadMessage": 0, "maxUnloadPercentage": 0.6}}
 
 
@@ -169,13 +171,19 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
     print(f"starting a fresh {brokers}-broker Pulsar cluster on 127.0.0.1 (the first run downloads Pulsar)...")
     local_cluster.wipe()  # the demo's cluster starts empty, so its plan is about the demo's traffic only
     cluster = local_cluster.start(brokers=brokers)
-    hot = cluster["brokers"][0]["id"]
+    hot, warm = cluster["brokers"][0]["id"], cluster["brokers"][-1]["id"]
     generator = TrafficGenerator.for_cluster(
-        cluster, f"demo/skewed-{secrets.token_hex(3)}", [BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)]
+        cluster,
+        f"demo/skewed-{secrets.token_hex(3)}",
+        [BundleTraffic(bundle=i, topics=1, rate=40) for i in range(6)],
+        num_bundles=6,
     )
     generator.setup()
-    print(f"putting every bundle of {generator.namespace} on {hot} and producing 160 msg/s...", flush=True)
-    generator.place_bundles({i: hot for i in range(4)})
+    print(
+        f"putting four bundles of {generator.namespace} on {hot} and two on {warm}, and producing 240 msg/s...",
+        flush=True,
+    )
+    generator.place_bundles({i: hot if i < 4 else warm for i in range(6)})
     generator.start()
     try:
         store = Store(db_url)

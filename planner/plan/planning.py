@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.config import PulsarConfig
+from planner.errors import InputError
 from planner.model import ExtensibleLoadData, LoadData
 from planner.plan.balance import BalanceReport, balance_report, transfer_balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
@@ -26,10 +27,10 @@ from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.placement import extensible_least_resource_usage
 from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
-from planner.plan.shedding import transfer_shedder
-from planner.plan.shedding.avg_shedder import AvgShedderOutcome
+from planner.plan.shedding import avg_shedder, transfer_shedder
+from planner.plan.shedding.avg_shedder import AvgShedderOutcome, placement_state_after_shedding
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
-from planner.plan.shedding.registry import shedding_strategy
+from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import UsageModels
 
 
@@ -165,6 +166,25 @@ def _split_actions(
     return actions
 
 
+def placement_config(strategy: SheddingStrategy, config: PulsarConfig) -> PulsarConfig:
+    """`config` with the placement strategy Pulsar would pair with `strategy`.
+
+    AvgShedder is set up as both shedding and placement strategy (PIP-364), and Pulsar then binds the two into one
+    instance, whose placement side returns the destinations its shedding side planned: a plan with AvgShedder and
+    no `loadBalancerLoadPlacementStrategy` in its settings takes that setup. With another placement named, Pulsar
+    places AvgShedder's unloads with it, and so does the plan. AvgShedder as placement under another shedder is
+    refused, as Pulsar refuses it at startup."""
+    placement = config.placement_strategy.rsplit(".", 1)[-1]
+    if strategy.name == avg_shedder.NAME and "placement_strategy" not in config.model_fields_set:
+        return config.with_settings({"loadBalancerLoadPlacementStrategy": avg_shedder.JAVA_CLASS})
+    if placement == avg_shedder.NAME and strategy.name != avg_shedder.NAME and strategy.in_pulsar:
+        raise InputError(
+            f"loadBalancerLoadPlacementStrategy: AvgShedder places only what AvgShedder sheds, not {strategy.name} "
+            "(Pulsar refuses the pair at startup); name another placement strategy or plan with AvgShedder"
+        )
+    return config
+
+
 def make_plan(
     cluster: str,
     load_data: LoadData,
@@ -181,6 +201,7 @@ def make_plan(
 ) -> PlanResult:
     """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters)."""
     strategy = shedding_strategy(strategy_name)
+    config = placement_config(strategy, config)
     if now_millis is not None:
         load_data = remove_expired_recently_unloaded(load_data, now_millis, config.shedding_grace_period_millis)
     if len(load_data.brokers) <= 1:
@@ -191,6 +212,10 @@ def make_plan(
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(random.Random(seed))
+    placement = config.placement_strategy.rsplit(".", 1)[-1]
+    if placement == avg_shedder.NAME:
+        # One instance sheds and places: its placement side returns the destinations this run planned.
+        session.avg_shedder = placement_state_after_shedding(outcome)
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
     excluded = excluded_namespaces(config)
@@ -199,17 +224,26 @@ def make_plan(
             # Dropped after the strategy chose it, as doLoadShedding does: its share of the budget is not re-spent.
             notes.append(f"{unload.bundle}: its namespace is in loadBalancerSheddingExcludedNamespaces; not unloaded")
             continue
-        destination = unload.destination or select_broker(unload.bundle, load_data, config, session)
+        # doLoadShedding places every unload through the placement pipeline, AvgShedder's too; only the planner's own
+        # strategies (not in Pulsar) keep the destinations they chose.
+        destination = (
+            unload.destination
+            if not strategy.in_pulsar
+            else select_broker(unload.bundle, load_data, config, session, preallocate=False)
+        )
         if destination is None or destination == unload.broker:
             notes.append(f"{unload.bundle}: placement keeps it on {unload.broker}; Pulsar would skip this unload")
             continue
         short = load_data.bundle_data[unload.bundle].short_term_data
-        placement = config.placement_strategy.rsplit(".", 1)[-1]
-        reason = (
-            f"{strategy.name}: {unload.broker} is the overloaded side of a fired pair"
-            if unload.destination
-            else f"{strategy.name}: shed from {unload.broker}; destination chosen by {placement}"
-        )
+        if unload.destination is None:
+            reason = f"{strategy.name}: shed from {unload.broker}; destination chosen by {placement}"
+        elif destination == unload.destination:
+            reason = f"{strategy.name}: {unload.broker} is the overloaded side of a fired pair"
+        else:
+            reason = (
+                f"{strategy.name}: {unload.broker} is the overloaded side of a fired pair with {unload.destination}; "
+                f"placed by {placement}, the placement strategy"
+            )
         move = predicted.get((unload.bundle, unload.broker))
         if move is not None:
             reason = (

@@ -595,7 +595,7 @@ class Simulation:
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         sources, destinations = [], []
         for unload in outcome.unloads:
-            destination = select_broker(unload.bundle, view, self.config, session)
+            destination = select_broker(unload.bundle, view, self.config, session, preallocate=False)
             if destination is None or destination == unload.broker:
                 continue  # Pulsar skips an unload whose destination is its source
             row = self.averages.index[unload.bundle]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from planner.config import PulsarConfig
+from planner.errors import InputError
 from planner.model import NamespaceBundleStats
 from planner.plan.planning import make_plan
 from tests.builders import broker, bundle, bundle_data, load_data
@@ -71,3 +72,68 @@ def test_one_broker_neither_sheds_nor_splits_and_the_strategy_state_stays(strate
     # With two brokers the same hot bundles are split.
     two = load_data({**alone.brokers, "b:8080": broker(cpu=(1, 100))}, alone.bundle_data)
     assert any(action.kind == "split" for action in make_plan("c", two, config("4.2.4"), strategy, None).actions)
+
+
+def three_brokers():
+    """a:8080 carries four bundles of 2,000 msg/s at 90 % CPU; b:8080 none at 30 %; c:8080 one of 1,000 msg/s at
+    10 %: by usage (AvgShedder) c:8080 is the coldest, by traffic (LeastLongTermMessageRate) b:8080, until it is
+    given one of a:8080's bundles."""
+    hot = [bundle(index, "tenant/app") for index in range(4)]
+    warm = [bundle(8, "tenant/app")]
+    return load_data(
+        {
+            "a:8080": broker(cpu=(90, 100), rate_in=8000, throughput_in=8e5, bundles=hot),
+            "b:8080": broker(cpu=(30, 100)),
+            "c:8080": broker(cpu=(10, 100), rate_in=1000, throughput_in=1e5, bundles=warm),
+        },
+        {name: bundle_data(2000 if name in hot else 1000, 0, 2e5, 0) for name in (*hot, *warm)},
+    )
+
+
+def test_a_shedding_cycle_places_every_unload_on_the_same_view_of_the_cluster():
+    """doLoadShedding's selectBroker does not preallocate: LeastLongTermMessageRate sends both unloads of the cycle
+    to the broker with the least traffic, as Pulsar does, instead of spreading them."""
+    lltmr = config("4.2.4", maxUnloadPercentage="0.6", loadBalancerDistributeBundlesEvenlyEnabled="false")
+    plan = make_plan("c", three_brokers(), lltmr, "UniformLoadShedder", None, include_splits=False)
+    unloads = [action for action in plan.actions if action.kind == "unload"]
+    assert len(unloads) == 2 and {action.source for action in unloads} == {"a:8080"}
+    assert [action.destination for action in unloads] == ["b:8080", "b:8080"]
+
+
+def test_avg_shedder_destinations_are_its_own_only_when_it_is_the_placement_strategy_too():
+    data = three_brokers()
+    at_once = {
+        "loadBalancerAvgShedderHitCountHighThreshold": "0",
+        "loadBalancerAvgShedderHitCountLowThreshold": "0",
+        "loadBalancerDistributeBundlesEvenlyEnabled": "false",
+    }
+    paired = make_plan("c", data, config("4.2.4", **at_once), "AvgShedder", None, include_splits=False)
+    pairs = {(pair["overloaded"], pair["underloaded"]) for pair in paired.to_json()["pairs"] if pair["fired"]}
+    # No placement named: AvgShedder's documented setup (shedding and placement), its paired destinations.
+    assert paired.actions and all((a.source, a.destination) in pairs for a in paired.actions)
+    assert all(a.reason.endswith("the overloaded side of a fired pair") for a in paired.actions)
+    # Another placement named: Pulsar places AvgShedder's unloads with it, and so does the plan.
+    by_usage = config(
+        "4.2.4",
+        **at_once,
+        loadBalancerLoadPlacementStrategy="org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
+    )
+    placed = make_plan("c", data, by_usage, "AvgShedder", None, include_splits=False)
+    assert [a.bundle for a in placed.actions] == [a.bundle for a in paired.actions]
+    assert {a.destination for a in paired.actions} == {"c:8080"}  # the coldest by usage
+    assert {a.destination for a in placed.actions} == {"b:8080"}  # the least traffic, whatever the pair
+    assert all("placed by LeastLongTermMessageRate" in a.reason for a in placed.actions)
+    # With the even distribution on (Pulsar's default) the pipeline keeps only the brokers with the fewest bundles of
+    # the namespace (b:8080) before AvgShedder's placement: its pair (c:8080) is not a candidate, so it draws anew.
+    evenly = config("4.2.4", **{**at_once, "loadBalancerDistributeBundlesEvenlyEnabled": "true"})
+    redrawn = make_plan("c", data, evenly, "AvgShedder", None, include_splits=False)
+    assert {a.destination for a in redrawn.actions} == {"b:8080"}
+    assert all("pair with c:8080; placed by AvgShedder" in a.reason for a in redrawn.actions)
+
+
+def test_avg_shedder_placement_under_another_shedder_is_refused_as_pulsar_refuses_it():
+    avg_placement = config(
+        "4.2.4", loadBalancerLoadPlacementStrategy="org.apache.pulsar.broker.loadbalance.impl.AvgShedder"
+    )
+    with pytest.raises(InputError, match="loadBalancerLoadPlacementStrategy: AvgShedder places only what AvgShedder"):
+        make_plan("c", three_brokers(), avg_placement, "UniformLoadShedder", None, include_splits=False)

@@ -71,8 +71,13 @@ def excluded_namespaces(config: PulsarConfig) -> frozenset[str]:
     )
 
 
-def select_broker(bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession) -> str | None:
-    """The broker Pulsar's placement would choose for `bundle`, recorded as preallocated."""
+def select_broker(
+    bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession, *, preallocate: bool = True
+) -> str | None:
+    """The broker Pulsar's placement would choose for `bundle`. An assignment (a client's lookup,
+    `selectBrokerForAssignment`) records it as preallocated, so the next pick sees it; the destination of a
+    shedding cycle's unload (`doLoadShedding`'s `selectBroker`, `preallocate=False`) is not recorded, so every
+    unload of a cycle is placed on the same view of the cluster."""
     all_brokers = sorted(load_data.brokers)
     namespace = namespace_of(bundle)
     candidates = [b for b in all_brokers if _topics(load_data, session, b) <= config.broker_max_topics] or all_brokers
@@ -88,6 +93,6 @@ def select_broker(bundle: str, load_data: LoadData, config: PulsarConfig, sessio
         chosen = _strategy_pick(candidates, bundle, load_data, config, session)
         if chosen is not None and overload_usage(load_data.brokers[chosen], config) > config.overload_threshold:
             chosen = _strategy_pick(all_brokers, bundle, load_data, config, session) or chosen
-    if chosen is not None:
+    if chosen is not None and preallocate:
         session.record(chosen, bundle, load_data.bundle_data.get(bundle, default_bundle_data()))
     return chosen
