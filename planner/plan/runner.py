@@ -135,6 +135,18 @@ def commit_job_output(
     The run key makes a retried commit of the same run a no-op: the orchestrator's run id, or else
     the snapshot planned and the state version read (the same inputs are one run).
     """
+    for cluster, result in results.items():
+        with store.session() as session:
+            known = session.scalar(
+                select(Snapshot.id).join(Cluster).where(Cluster.name == cluster, Snapshot.id == result.snapshot)
+            )
+        if known is None:
+            # Checked for every cluster before any commit, so a refused run writes nothing.
+            raise InputError(
+                f"plan of cluster {cluster!r}: snapshot {result.snapshot} is in the samples files but not in this "
+                "store; the samples were written with another database (was it replaced?). Point the samples "
+                "location at this store's own, or collect into a fresh one"
+            )
     committed = {}
     for cluster, result in results.items():
         version = request_document["stateVersions"][cluster]

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import func, select
 
 from planner.audit.plan_records import StaleStateError, commit_plan, read_state
+from planner.errors import InputError
 from planner.model import BundleData, NamespaceBundleStats
 from planner.plan.runner import PlanRequest, commit_job_output, job_request, run_plan
 from planner.samples.dataset import read_dataset, samples_root, write_snapshot_samples
@@ -342,6 +343,19 @@ def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spar
     with store.session() as session:
         assert session.scalar(select(func.count()).select_from(Plan)) == 16
     assert document["stateVersions"] == {"high": 8, "mid": 8}
+
+
+def test_samples_written_with_another_store_are_refused_with_nothing_committed(spark, tmp_path):
+    """A store replaced while its samples stayed: the samples' newest snapshot is unknown to the new store."""
+    write_history(tmp_path, "high", 12, skewed_reports(50))
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    register(store, tmp_path, "high", 3)  # the new store has collected three snapshots so far
+    request = PlanRequest(clusters=("high",), strategy="AvgShedder", settings={}, history="30d")
+    with pytest.raises(InputError, match="snapshot 12 is in the samples files but not in this store"):
+        run_plan(store, samples_root(tmp_path), request, spark=spark, run_id="run-0")
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(Plan)) == 0
+    assert read_state(store, "high", "AvgShedder").version == 0
 
 
 def test_a_concurrent_run_fails_cleanly_on_the_state_version(tmp_path):
