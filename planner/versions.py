@@ -105,6 +105,18 @@ class PulsarVersion:
         return (3, 3, 5) <= version < (3, 4, 0) or version >= (4, 0, 1)
 
     @property
+    def avg_shedder_pending_unloads(self) -> bool:
+        """PR #26246 (read in the 5.0.1 jar; 5.0.0 is not on Maven Central): AvgShedder's planned destinations last
+        one shedding attempt, are re-drawn when overloaded or gone, and random picks are no longer remembered."""
+        return self.at_least(5, 0)
+
+    @property
+    def placement_shedder_mismatch_falls_back(self) -> bool:
+        """From 5.0 (read in the 5.0.1 jar) AvgShedder as placement under another shedder is no longer refused at
+        startup: the broker warns and places with LeastLongTermMessageRate."""
+        return self.at_least(5, 0)
+
+    @property
     def has_avg_shedder(self) -> bool:
         """AvgShedder shipped in 3.0.6, 3.2.4, 3.3.1 and every 4.x."""
         version = self.as_tuple()

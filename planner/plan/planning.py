@@ -25,7 +25,7 @@ from planner.plan.document import PlanDocument, actions_hash
 from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
-from planner.plan.placement import extensible_least_resource_usage
+from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
 from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
 from planner.plan.shedding import avg_shedder, transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome, placement_state_after_shedding
@@ -173,11 +173,14 @@ def placement_config(strategy: SheddingStrategy, config: PulsarConfig) -> Pulsar
     instance, whose placement side returns the destinations its shedding side planned: a plan with AvgShedder and
     no `loadBalancerLoadPlacementStrategy` in its settings takes that setup. With another placement named, Pulsar
     places AvgShedder's unloads with it, and so does the plan. AvgShedder as placement under another shedder is
-    refused, as Pulsar refuses it at startup."""
+    refused before 5.0, as Pulsar refuses it at startup; from 5.0 Pulsar places with LeastLongTermMessageRate
+    instead, and so does the plan."""
     placement = config.placement_strategy.rsplit(".", 1)[-1]
     if strategy.name == avg_shedder.NAME and "placement_strategy" not in config.model_fields_set:
         return config.with_settings({"loadBalancerLoadPlacementStrategy": avg_shedder.JAVA_CLASS})
     if placement == avg_shedder.NAME and strategy.name != avg_shedder.NAME and strategy.in_pulsar:
+        if config.pulsar_version.placement_shedder_mismatch_falls_back:
+            return config.with_settings({"loadBalancerLoadPlacementStrategy": least_long_term_message_rate.JAVA_CLASS})
         raise InputError(
             f"loadBalancerLoadPlacementStrategy: AvgShedder places only what AvgShedder sheds, not {strategy.name} "
             "(Pulsar refuses the pair at startup); name another placement strategy or plan with AvgShedder"

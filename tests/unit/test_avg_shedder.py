@@ -209,22 +209,54 @@ def test_state_round_trips_through_json_and_rejects_bad_counters():
         AvgShedderState.from_json({"lowHitCount": {"a:8080": -1}})
 
 
+V4 = PulsarConfig.from_settings({"pulsarVersion": "4.2.4"})
+V5 = PulsarConfig.from_settings({"pulsarVersion": "5.0.1"})
+
+
+def three(cpu: tuple[float, float, float] = (90, 50, 10)):
+    """Brokers a:8080, b:8080 and c:8080 at the CPU percentages given."""
+    names = ("a:8080", "b:8080", "c:8080")
+    return load_data({name: broker(cpu=(percent, 100)) for name, percent in zip(names, cpu, strict=True)}, {})
+
+
 def test_v4_placement_prefers_the_remembered_broker_while_it_is_a_candidate():
     rng = random.Random(7)
     state = AvgShedderPlacementState({"b": "1"})
-    chosen, state = avg_shedder.select_broker(["1", "2", "3"], "b", state, rng)
+    chosen, state = avg_shedder.select_broker(["1", "2", "3"], "b", state, rng, three(), V4)
     assert chosen == "1" and state.bundle_broker == {"b": "1"}
-    chosen, state = avg_shedder.select_broker(["2"], "b", state, rng)
+    chosen, state = avg_shedder.select_broker(["2"], "b", state, rng, three(), V4)
     assert chosen == "2" and state.bundle_broker == {"b": "2"}
 
 
 def test_v4_placement_without_memory_picks_a_candidate_and_remembers_it():
     rng = random.Random(3)
-    first, state = avg_shedder.select_broker(["1", "2", "3"], "b", AvgShedderPlacementState(), rng)
+    data = three()
+    first, state = avg_shedder.select_broker(["1", "2", "3"], "b", AvgShedderPlacementState(), rng, data, V4)
     assert first in {"1", "2", "3"} and state.bundle_broker == {"b": first}
     others = [broker_id for broker_id in ["1", "2", "3"] if broker_id != first]
-    second, state = avg_shedder.select_broker(others, "b", state, rng)
+    second, state = avg_shedder.select_broker(others, "b", state, rng, data, V4)
     assert second in others and state.bundle_broker == {"b": second}
     # Random, not a hash of the bundle: over many draws every candidate comes up.
-    picks = {avg_shedder.select_broker(["1", "2", "3"], f"x{i}", AvgShedderPlacementState(), rng)[0] for i in range(60)}
+    fresh = AvgShedderPlacementState()
+    picks = {avg_shedder.select_broker(["1", "2", "3"], f"x{i}", fresh, rng, data, V4)[0] for i in range(60)}
     assert picks == {"1", "2", "3"}
+
+
+def test_v5_placement_keeps_a_healthy_planned_destination_and_redraws_an_overloaded_or_gone_one():
+    """selectBrokerForBundle (5.0.1): a sheds bundle x to c; nothing is remembered for bundles it did not plan."""
+    rng = random.Random(5)
+    planned = AvgShedderPlacementState({"x": "c:8080"}, {"x": "a:8080"})
+    everyone = ["a:8080", "b:8080", "c:8080"]
+    assert avg_shedder.select_broker(everyone, "x", planned, rng, three(), V5) == ("c:8080", planned)
+    # c is over 85 %: the other candidate under it that is not the source, b
+    assert avg_shedder.select_broker(everyone, "x", planned, rng, three((90, 50, 95)), V5)[0] == "b:8080"
+    # every other candidate overloaded too: the planned one is kept
+    assert avg_shedder.select_broker(everyone, "x", planned, rng, three((90, 90, 95)), V5)[0] == "c:8080"
+    # exactly on the threshold is not over it
+    assert avg_shedder.select_broker(everyone, "x", planned, rng, three((90, 50, 85)), V5)[0] == "c:8080"
+    # the planned destination is no longer a candidate: drawn among the others but the source
+    assert avg_shedder.select_broker(["a:8080", "b:8080"], "x", planned, rng, three(), V5)[0] == "b:8080"
+    assert avg_shedder.select_broker(["a:8080"], "x", planned, rng, three(), V5)[0] is None
+    # not planned: a random pick, not remembered
+    chosen, after = avg_shedder.select_broker(everyone, "fresh", planned, rng, three(), V5)
+    assert chosen in everyone and after == planned

@@ -137,3 +137,10 @@ def test_avg_shedder_placement_under_another_shedder_is_refused_as_pulsar_refuse
     )
     with pytest.raises(InputError, match="loadBalancerLoadPlacementStrategy: AvgShedder places only what AvgShedder"):
         make_plan("c", three_brokers(), avg_placement, "UniformLoadShedder", None, include_splits=False)
+    # From 5.0 the broker warns and places with LeastLongTermMessageRate instead; so does the plan.
+    on_5 = avg_placement.with_settings(
+        {"pulsarVersion": "5.0.1", "loadBalancerDistributeBundlesEvenlyEnabled": "false"}
+    )
+    plan = make_plan("c", three_brokers(), on_5, "UniformLoadShedder", None, include_splits=False)
+    assert plan.actions and all("destination chosen by LeastLongTermMessageRate" in a.reason for a in plan.actions)
+    assert {a.destination for a in plan.actions} == {"b:8080"}

@@ -58,7 +58,9 @@ def _strategy_pick(
         )
         return chosen
     if strategy == avg_shedder.NAME:
-        chosen, session.avg_shedder = avg_shedder.select_broker(candidates, bundle, session.avg_shedder, session.rng)
+        chosen, session.avg_shedder = avg_shedder.select_broker(
+            candidates, bundle, session.avg_shedder, session.rng, load_data, config
+        )
         return chosen
     preallocated = {broker: [data for _, data in items] for broker, items in session.preallocated.items()}
     return least_long_term_message_rate.select_broker(candidates, load_data, config, session.rng, preallocated)

@@ -12,6 +12,7 @@ The hit counters are the strategy's state; they are passed in and returned, neve
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import zlib
 from collections.abc import Mapping, Sequence
@@ -206,9 +207,18 @@ def _select_bundles(
 
 @dataclass(frozen=True, slots=True)
 class AvgShedderPlacementState:
-    """Remembered destination per bundle: planned by shedding, or drawn at random for fresh bundles."""
+    """Destination per bundle: planned by shedding (with the broker it is shed from), or drawn at random for fresh
+    bundles (remembered before 5.0)."""
 
     bundle_broker: Mapping[str, str] = field(default_factory=dict)
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+
+def _expected_broker(candidates: Sequence[str], rng: random.Random) -> str:
+    """`getExpectedBroker`: Pulsar hashes a random int with CRC-32, a uniform pick over the sorted candidates."""
+    ordered = sorted(candidates)
+    draw = zlib.crc32(str(rng.randint(-(2**31), 2**31 - 1)).encode())
+    return ordered[draw % len(ordered)]
 
 
 def select_broker(
@@ -216,26 +226,51 @@ def select_broker(
     bundle: str,
     state: AvgShedderPlacementState,
     rng: random.Random,
+    load_data: LoadData,
+    config: PulsarConfig,
 ) -> tuple[str | None, AvgShedderPlacementState]:
-    """AvgShedder as placement strategy (spec §2.6): the remembered broker if still a candidate, else random.
+    """AvgShedder as placement strategy (spec §2.6): the planned broker if still a candidate, else random.
 
-    Pulsar keys the memory by the BundleData value (a bug fixed in PR #26246); the planner keys it by
-    bundle name, which is what a shedding cycle's immediate lookup effectively sees.
+    Before 5.0 (`selectBroker`) a random pick is remembered for the bundle. Pulsar keys that memory by the
+    BundleData value; the planner keys it by bundle name, which is what a shedding cycle's immediate lookup
+    effectively sees. From 5.0 (`selectBrokerForBundle`, PR #26246, read in the 5.0.1 jar) nothing is remembered,
+    a planned destination that is no longer a candidate is re-drawn among the candidates other than the bundle's
+    source, and one over `loadBalancerBrokerOverloadedThresholdPercentage` (its weighted usage now) is re-drawn
+    among the other candidates under it, or kept when there are none.
     """
     if not candidates:
         return None, state
-    remembered = state.bundle_broker.get(bundle)
-    if remembered is not None and remembered in candidates:
-        return remembered, state
-    ordered = sorted(candidates)
-    # Pulsar hashes a random int with CRC-32; the pick is uniform over the sorted candidates.
-    draw = zlib.crc32(str(rng.randint(-(2**31), 2**31 - 1)).encode())
-    chosen = ordered[draw % len(ordered)]
-    return chosen, AvgShedderPlacementState({**state.bundle_broker, bundle: chosen})
+    planned = state.bundle_broker.get(bundle)
+    if not config.pulsar_version.avg_shedder_pending_unloads:
+        if planned is not None and planned in candidates:
+            return planned, state
+        chosen = _expected_broker(candidates, rng)
+        return chosen, dataclasses.replace(state, bundle_broker={**state.bundle_broker, bundle: chosen})
+    if planned is None:
+        return _expected_broker(candidates, rng), state
+    source = state.sources.get(bundle)
+    if planned not in candidates:
+        others = [broker for broker in candidates if broker != source]
+        return (_expected_broker(others, rng) if others else None), state
+    threshold = config.broker_overloaded_threshold_percentage
+
+    def overloaded(broker: str) -> bool:
+        return broker_usage(load_data.brokers[broker], config) * 100 > threshold
+
+    if planned in load_data.brokers and overloaded(planned):
+        healthy = [
+            broker
+            for broker in candidates
+            if broker not in (planned, source) and broker in load_data.brokers and not overloaded(broker)
+        ]
+        return (_expected_broker(healthy, rng) if healthy else planned), state
+    return planned, state
 
 
 def placement_state_after_shedding(outcome: SheddingOutcome[AvgShedderState]) -> AvgShedderPlacementState:
-    """The planned destinations of a shedding run, as the placement side would remember them."""
+    """The planned destinations of a shedding run (and the brokers they are shed from), as the placement side
+    holds them."""
+    planned = [unload for unload in outcome.unloads if unload.destination is not None]
     return AvgShedderPlacementState(
-        {unload.bundle: unload.destination for unload in outcome.unloads if unload.destination is not None}
+        {unload.bundle: unload.destination for unload in planned}, {unload.bundle: unload.broker for unload in planned}
     )
