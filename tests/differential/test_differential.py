@@ -41,22 +41,22 @@ class Batch:
     harness: JavaHarness
 
 
-@pytest.fixture(scope="module")
-def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -> Batch:
-    workdir = tmp_path_factory.mktemp("differential")
+def build_batch(harness: JavaHarness, workdir: Path, count: int, seed: int) -> Batch:
+    """`count` cases of each kind from `seed` (four times as many split positions), answered by Pulsar's JVM and the
+    planner side by side."""
     cases: list[dict[str, Any]] = []
-    for index in range(CASES):
-        case = generator.shed_case(SEED + index, java_harness.pulsar_version)
+    for index in range(count):
+        case = generator.shed_case(seed + index, harness.pulsar_version)
         path = workdir / f"{case['id']}.load-data.json"
         path.write_text(json.dumps(case.pop("loadData")))
         cases.append({**case, "loadDataFile": str(path)})
-    cases += [generator.split_candidates_case(SEED + index) for index in range(CASES)]
-    cases += [generator.split_positions_case(SEED + index) for index in range(4 * CASES)]
-    cases += [generator.transfer_case(SEED + index) for index in range(CASES)]
-    cases += [generator.extensible_split_case(SEED + index) for index in range(CASES)]
-    cases += [generator.extensible_placement_case(SEED + index) for index in range(CASES)]
-    java_run = java_harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
-    version = java_harness.pulsar_version
+    cases += [generator.split_candidates_case(seed + index) for index in range(count)]
+    cases += [generator.split_positions_case(seed + index) for index in range(4 * count)]
+    cases += [generator.transfer_case(seed + index) for index in range(count)]
+    cases += [generator.extensible_split_case(seed + index) for index in range(count)]
+    cases += [generator.extensible_placement_case(seed + index) for index in range(count)]
+    java_run = harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
+    version = harness.pulsar_version
     config_logger = logging.getLogger("planner.config")
     level = config_logger.level
     # Before 4.0 the planner warns about every case's 4.0-only bandwidth keys (Pulsar ignores them silently).
@@ -69,7 +69,12 @@ def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -
         raise
     finally:
         config_logger.setLevel(level)
-    return Batch(workdir, cases, java_run.results(), planner, java_harness)
+    return Batch(workdir, cases, java_run.results(), planner, harness)
+
+
+@pytest.fixture(scope="module")
+def batch(java_harness: JavaHarness, tmp_path_factory: pytest.TempPathFactory) -> Batch:
+    return build_batch(java_harness, tmp_path_factory.mktemp("differential"), CASES, SEED)
 
 
 def _mismatches(batch: Batch, kind: str, strategy: str | None = None) -> list[dict[str, Any]]:

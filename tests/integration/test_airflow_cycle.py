@@ -63,6 +63,7 @@ def skewed_env(pulsar_cluster, traffic_generator, tmp_path):
     return skewed_airflow_env(pulsar_cluster, traffic_generator, tmp_path)
 
 
+@pytest.mark.slow  # a second whole DAG cycle; the policy's verdicts have unit tests, the gate runs in CI
 def test_a_plan_inside_an_approval_policy_runs_with_nobody_at_the_gate(pulsar_cluster, pulsar_rebalance_policy_env):
     env = pulsar_rebalance_policy_env
     # Nobody answers: had the policy not approved, the run would wait at the gate until this timeout.

@@ -76,6 +76,7 @@ def _cli(env: Mapping[str, str], *args: str, timeout: float = 600) -> dict[str, 
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow  # CI's run keeps the differential; the whole cycle on its own cluster takes 3 minutes
 def test_the_whole_cycle_transfers_bundles_on_the_extensible_load_manager(extensible_cluster, tmp_path):
     cluster, brokers = extensible_cluster, extensible_cluster["brokers"]
     hot, admin_url = brokers[0]["id"], brokers[0]["adminUrl"]

@@ -177,6 +177,7 @@ def airflow_databases(postgres_server: PostgresServer) -> Iterator[tuple[str, st
             connection.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+@pytest.mark.slow  # 5 minutes, 2 of them waiting for the execution window to open; the DAG tests cover the rest
 def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_separate_workers(
     installed, pulsar_cluster, traffic_generator, postgres_server, airflow_databases, tmp_path
 ):

@@ -52,6 +52,7 @@ def objects(endpoint: str, prefix: str) -> list[str]:
     return sorted(info.path for info in listed if info.type == fs.FileType.File)
 
 
+@pytest.mark.slow  # CI's run plans on the standalone cluster from files; S3 URIs have unit tests
 def test_snapshots_in_an_object_store_are_planned_on_a_standalone_cluster(
     pulsar_cluster, traffic_generator, s3_endpoint, standalone_spark, tmp_path
 ):
