@@ -105,6 +105,12 @@ class PulsarVersion:
         return (3, 3, 5) <= version < (3, 4, 0) or version >= (4, 0, 1)
 
     @property
+    def sheds_system_namespace(self) -> bool:
+        """`LoadData.getBundleDataForLoadShedding` leaves out heartbeat and SLA-monitor bundles only from 3.0.2 (3.0.0
+        left out every `isSystemServiceNamespace` bundle, `pulsar/system` too; 3.0.1 is not on Maven Central)."""
+        return self.at_least(3, 0, 2)
+
+    @property
     def avg_shedder_pending_unloads(self) -> bool:
         """PR #26246 (read in the 5.0.1 jar; 5.0.0 is not on Maven Central): AvgShedder's planned destinations last
         one shedding attempt, are re-drawn when overloaded or gone, and random picks are no longer remembered."""

@@ -38,8 +38,11 @@ def is_sla_or_heartbeat_namespace(namespace: str, version: PulsarVersion = _LATE
 
     `pulsar/system` is not among them: Pulsar's shedders may move its bundles. Pulsar first parses the
     bundle's namespace (`NamespaceBundle.getBundleNamespace`); a name it cannot parse (from 4.2 any V1 name
-    `tenant/cluster/ns`) is matched as the whole bundle name, which never matches.
+    `tenant/cluster/ns`) is matched as the whole bundle name, which never matches. Before 3.0.2 it left out every
+    system service namespace, `pulsar/system` included.
     """
+    if not version.sheds_system_namespace:
+        return is_system_service_namespace(namespace)
     parts = namespace.split("/")
     if len(parts) not in ((2,) if version.at_least(4, 2) else (2, 3)):
         return False

@@ -183,12 +183,20 @@ CENTRAL_RELEASES = (
 )  # fmt: skip
 
 
-def java_harness_for(version: str) -> JavaHarness:
-    """The harness built against `version` (reused while its sources and the pom are unchanged)."""
+def java_harness_for(version: str, *, own_tree: bool = True) -> JavaHarness:
+    """The harness built against `version` (reused while its sources and the pom are unchanged). Without its own
+    dependency tree, the release's Pulsar modules run on the libraries of a default release (3.0.7's before 3.3, the
+    pom's from 3.3): resolving each 3.x release's tree makes Maven backtrack over grpc's hard
+    version ranges for tens of minutes (see README.md in this folder)."""
     missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
     if missing:
         pytest.fail(f"the differential tests need {' and '.join(missing)} (OpenJDK 17 and Maven, see README)")
-    return JavaHarness(classpath=_build(version), pulsar_version=version)
+    if own_tree or version in (default_pulsar_version(), OLDER_PULSAR_VERSION):
+        return JavaHarness(classpath=_build(version), pulsar_version=version)
+    # 3.3 and later load OpenTelemetry classes that 3.0.7's tree does not have.
+    older_line = tuple(int(part) for part in version.split(".")[:2]) < (3, 3)
+    base = OLDER_PULSAR_VERSION if older_line else default_pulsar_version()
+    return JavaHarness(classpath=_build_mixed(version, _build(base)), pulsar_version=version)
 
 
 @pytest.fixture(scope="session", params=pulsar_versions())

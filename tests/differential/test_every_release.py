@@ -1,5 +1,6 @@
 """The slow run's differential: every 3.x and 4.x release of Pulsar on Maven Central against the planner set to
-that release, `DIFFERENTIAL_RELEASE_CASES` (default 200) cases of every kind each (`scripts/test.sh -m slow`)."""
+that release, `DIFFERENTIAL_RELEASE_CASES` (default 200) cases of every kind each (`scripts/test.sh -m slow`).
+Each release's own Pulsar modules run on the libraries of 3.0.7 (3.x) or of the pom's release (4.x)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,30 @@ RELEASE_CASES = int(os.environ.get("DIFFERENTIAL_RELEASE_CASES", "200"))
 KINDS = ("shed", "splitCandidates", "splitPositions", "transfer", "extensibleSplit", "extensiblePlacement")
 
 
-@pytest.mark.parametrize("version", CENTRAL_RELEASES)
+# What the first full slow run found, kept visible (strict: a release that starts agreeing fails the run, so its
+# entry is removed). docs/fidelity.md, "Every release on Maven Central".
+KNOWN = {
+    "3.0.0": "UniformLoadShedder before its 3.0.2 rewrite (one overloaded broker by msg rate or throughput) is not "
+    "modelled",
+    "3.1.0": "ThresholdShedder of the 3.1 line differs from 3.0.7's and is not modelled",
+    "3.1.2": "ThresholdShedder of the 3.1 line differs from 3.0.7's and is not modelled",
+    "4.0.2": "Maven Central lacks pulsar-common 4.0.2",
+    "4.0.4": "Maven Central lacks pulsar-broker-common 4.0.4",
+    "4.0.5": "Maven Central lacks pulsar-broker-common 4.0.5",
+}
+
+
+@pytest.mark.parametrize(
+    "version",
+    [
+        pytest.param(version, marks=pytest.mark.xfail(reason=KNOWN[version], strict=True))
+        if version in KNOWN
+        else version
+        for version in CENTRAL_RELEASES
+    ],
+)
 def test_every_release_on_maven_central_agrees_with_the_planner(version: str, tmp_path: Path) -> None:
-    batch = build_batch(java_harness_for(version), tmp_path, RELEASE_CASES, SEED)
+    batch = build_batch(java_harness_for(version, own_tree=False), tmp_path, RELEASE_CASES, SEED)
     for kind in KINDS:
         failing = _mismatches(batch, kind)
         assert not failing, _report(batch, failing, _count(batch, kind), f"{kind} cases", None)

@@ -152,3 +152,15 @@ def test_before_4_2_a_v1_heartbeat_namespace_may_have_a_colon_in_its_cluster_nam
 
     assert heartbeat not in selected("3.0.7")
     assert heartbeat in selected("4.2.4")
+
+
+# --- found against Pulsar 3.0.0 (tests/differential/test_every_release.py, the slow run)
+
+
+def test_before_3_0_2_shedding_leaves_out_pulsar_system_too():
+    # 3.0.0's getBundleDataForLoadShedding filters by isSystemServiceNamespace (pulsar/system included); from 3.0.2
+    # (3.0.1 is not on Maven Central) by isSLAOrHeartbeatNamespace, so pulsar/system is sheddable.
+    assert is_sla_or_heartbeat_namespace("pulsar/system", PulsarVersion.parse("3.0.0"))
+    assert not is_sla_or_heartbeat_namespace("pulsar/system", PulsarVersion.parse("3.0.2"))
+    assert is_sla_or_heartbeat_namespace("pulsar/broker-1:8080", PulsarVersion.parse("3.0.0"))
+    assert not is_sla_or_heartbeat_namespace("tenant/ns", PulsarVersion.parse("3.0.0"))

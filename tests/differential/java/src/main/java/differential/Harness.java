@@ -30,6 +30,7 @@ import org.apache.commons.lang3.mutable.MutableInt;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
 import org.apache.pulsar.broker.loadbalance.LoadSheddingStrategy;
+import org.apache.pulsar.broker.loadbalance.ModularLoadManagerStrategy;
 import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
 import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl;
 import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerWrapper;
@@ -45,7 +46,6 @@ import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
 import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.broker.loadbalance.extensions.strategy.DefaultNamespaceBundleSplitStrategyImpl;
-import org.apache.pulsar.broker.loadbalance.impl.AvgShedder;
 import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
 import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
 import org.apache.pulsar.common.naming.BundleSplitOption;
@@ -184,11 +184,11 @@ public final class Harness {
                 ObjectNode unload = unloads.addObject();
                 unload.put("broker", entry.getKey());
                 unload.put("bundle", entry.getValue());
-                if (strategy instanceof AvgShedder avgShedder) {
+                if (isAvgShedder(strategy)) {
                     // The destination the shedding run planned, as the placement side reads it back.
                     BundleData bundleData = loadData.getBundleData().get(entry.getValue());
-                    unload.put("destination", avgShedder.selectBroker(loadData.getBrokerData().keySet(),
-                            bundleData, loadData, conf).orElse(null));
+                    unload.put("destination", ((ModularLoadManagerStrategy) strategy).selectBroker(
+                            loadData.getBrokerData().keySet(), bundleData, loadData, conf).orElse(null));
                 } else {
                     unload.putNull("destination");
                 }
@@ -197,10 +197,18 @@ public final class Harness {
         }
     }
 
+    /**
+     * AvgShedder, by name: releases before 3.0.6 (and 3.1.x, 3.2.0 to 3.2.3) do not have the class, and the harness
+     * runs on them too. It is also its own placement strategy, through the interface every release has.
+     */
+    private static boolean isAvgShedder(LoadSheddingStrategy strategy) {
+        return strategy.getClass().getSimpleName().equals("AvgShedder");
+    }
+
     /** The strategy's private state after a run, in the planner's state-file shape (zero counters dropped). */
     static ObjectNode state(LoadSheddingStrategy strategy) throws Exception {
         ObjectNode state = MAPPER.createObjectNode();
-        if (strategy instanceof AvgShedder) {
+        if (isAvgShedder(strategy)) {
             for (String[] names : new String[][]{{"brokerHitCountForHigh", "highHitCount"},
                     {"brokerHitCountForLow", "lowHitCount"}}) {
                 ObjectNode counters = state.putObject(names[1]);
