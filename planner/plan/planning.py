@@ -28,7 +28,7 @@ from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
 from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
 from planner.plan.shedding import avg_shedder, transfer_shedder
-from planner.plan.shedding.avg_shedder import AvgShedderOutcome, placement_state_after_shedding
+from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import UsageModels
@@ -216,9 +216,6 @@ def make_plan(
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(random.Random(seed))
     placement = config.placement_strategy.rsplit(".", 1)[-1]
-    if placement == avg_shedder.NAME:
-        # One instance sheds and places: its placement side returns the destinations this run planned.
-        session.avg_shedder = placement_state_after_shedding(outcome)
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
     excluded = excluded_namespaces(config)
@@ -227,12 +224,12 @@ def make_plan(
             # Dropped after the strategy chose it, as doLoadShedding does: its share of the budget is not re-spent.
             notes.append(f"{unload.bundle}: its namespace is in loadBalancerSheddingExcludedNamespaces; not unloaded")
             continue
-        # doLoadShedding places every unload through the placement pipeline, AvgShedder's too; only the planner's own
-        # strategies (not in Pulsar) keep the destinations they chose.
+        # doLoadShedding places every unload through the placement pipeline. A plan binds the destinations a strategy
+        # planned where its placement side would return them: AvgShedder as its own placement (Pulsar's
+        # even-distribution filter may still re-draw one there: docs/fidelity.md), and the planner's own strategies.
+        binds = unload.destination is not None and (placement == avg_shedder.NAME or not strategy.in_pulsar)
         destination = (
-            unload.destination
-            if not strategy.in_pulsar
-            else select_broker(unload.bundle, load_data, config, session, preallocate=False)
+            unload.destination if binds else select_broker(unload.bundle, load_data, config, session, preallocate=False)
         )
         if destination is None or destination == unload.broker:
             notes.append(f"{unload.bundle}: placement keeps it on {unload.broker}; Pulsar would skip this unload")
