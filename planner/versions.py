@@ -58,8 +58,9 @@ class PulsarVersion:
 
     @property
     def direct_memory_weight_default(self) -> float:
-        """PR #21168 (3.2.0) took direct memory out of the score by default."""
-        return 0.0 if self.at_least(3, 2) else 1.0
+        """PR #21168 (3.2.0, backported to the 3.1 line: 1.0 in the 3.1.0 jar's ServiceConfiguration, 0.0 in 3.1.2's;
+        3.1.1 is not on Maven Central) took direct memory out of the score by default."""
+        return 0.0 if self.at_least(3, 2) or ((self.major, self.minor) == (3, 1) and self.patch >= 1) else 1.0
 
     @property
     def weighted_overload_check(self) -> bool:

@@ -23,8 +23,7 @@ KINDS = ("shed", "splitCandidates", "splitPositions", "transfer", "extensibleSpl
 KNOWN = {
     "3.0.0": "UniformLoadShedder before its 3.0.2 rewrite (one overloaded broker by msg rate or throughput) is not "
     "modelled",
-    "3.1.0": "ThresholdShedder of the 3.1 line differs from 3.0.7's and is not modelled",
-    "3.1.2": "ThresholdShedder of the 3.1 line differs from 3.0.7's and is not modelled",
+    "3.1.0": "UniformLoadShedder before its rewrite (as in 3.0.0) is not modelled",
     "4.0.2": "Maven Central lacks pulsar-common 4.0.2",
     "4.0.4": "Maven Central lacks pulsar-broker-common 4.0.4",
     "4.0.5": "Maven Central lacks pulsar-broker-common 4.0.5",

@@ -164,3 +164,12 @@ def test_before_3_0_2_shedding_leaves_out_pulsar_system_too():
     assert not is_sla_or_heartbeat_namespace("pulsar/system", PulsarVersion.parse("3.0.2"))
     assert is_sla_or_heartbeat_namespace("pulsar/broker-1:8080", PulsarVersion.parse("3.0.0"))
     assert not is_sla_or_heartbeat_namespace("tenant/ns", PulsarVersion.parse("3.0.0"))
+
+
+def test_the_3_1_line_took_direct_memory_out_of_the_score_from_3_1_1():
+    # Found on 3.1.2 by the slow run (ThresholdShedder differed in 46 of 200 cases): PR #21168 (3.2.0) was
+    # backported; the default is 1.0 in 3.1.0's ServiceConfiguration and 0.0 in 3.1.2's.
+    assert PulsarVersion.parse("3.1.0").direct_memory_weight_default == 1.0
+    assert PulsarVersion.parse("3.1.2").direct_memory_weight_default == 0.0
+    assert PulsarVersion.parse("3.0.7").direct_memory_weight_default == 1.0
+    assert PulsarVersion.parse("3.2.0").direct_memory_weight_default == 0.0
