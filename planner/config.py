@@ -248,6 +248,11 @@ class PulsarConfig(BaseModel):
         return self.broker_overloaded_threshold_percentage / 100.0
 
     @property
+    def placement_short_name(self) -> str:
+        """`loadBalancerLoadPlacementStrategy` without its package (LeastLongTermMessageRate, AvgShedder)."""
+        return self.placement_strategy.rsplit(".", 1)[-1]
+
+    @property
     def load_manager_short_name(self) -> str:
         """`loadManagerClassName` without its package (ModularLoadManagerImpl, ExtensibleLoadManagerImpl)."""
         return self.load_manager_class_name.rsplit(".", 1)[-1]

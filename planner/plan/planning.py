@@ -175,7 +175,7 @@ def placement_config(strategy: SheddingStrategy, config: PulsarConfig) -> Pulsar
     places AvgShedder's unloads with it, and so does the plan. AvgShedder as placement under another shedder is
     refused before 5.0, as Pulsar refuses it at startup; from 5.0 Pulsar places with LeastLongTermMessageRate
     instead, and so does the plan."""
-    placement = config.placement_strategy.rsplit(".", 1)[-1]
+    placement = config.placement_short_name
     if strategy.name == avg_shedder.NAME and "placement_strategy" not in config.model_fields_set:
         return config.with_settings({"loadBalancerLoadPlacementStrategy": avg_shedder.JAVA_CLASS})
     if placement == avg_shedder.NAME and strategy.name != avg_shedder.NAME and strategy.in_pulsar:
@@ -215,7 +215,7 @@ def make_plan(
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(random.Random(seed))
-    placement = config.placement_strategy.rsplit(".", 1)[-1]
+    placement = config.placement_short_name
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
     excluded = excluded_namespaces(config)

@@ -51,7 +51,7 @@ def _topics(load_data: LoadData, session: PlacementSession, broker: str) -> int:
 def _strategy_pick(
     candidates: Sequence[str], bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession
 ) -> str | None:
-    strategy = config.placement_strategy.rsplit(".", 1)[-1]
+    strategy = config.placement_short_name
     if strategy == least_resource_usage_with_weight.NAME:
         chosen, session.lruww = least_resource_usage_with_weight.select_broker(
             candidates, load_data, config, session.lruww, session.rng
