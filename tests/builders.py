@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from planner.config import MODULAR_LOAD_MANAGER
 from planner.model import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
@@ -74,7 +75,10 @@ def broker(
     throughput_out: float = 0.0,
     bundles: Iterable[str] = (),
     last_stats: Mapping[str, NamespaceBundleStats] | None = None,
+    load_manager: str | None = MODULAR_LOAD_MANAGER,
+    persistent_topics: bool = True,
 ) -> LocalBrokerData:
+    """A broker's load report; it runs the modular load manager and loads persistent topics unless told."""
     bundles = frozenset(bundles)
     return LocalBrokerData(
         cpu=usage(*cpu),
@@ -89,6 +93,8 @@ def broker(
         bundles=bundles,
         last_stats=dict(last_stats) if last_stats is not None else {name: NamespaceBundleStats() for name in bundles},
         num_bundles=len(bundles),
+        load_manager_class_name=load_manager,
+        persistent_topics_enabled=persistent_topics,
     )
 
 

@@ -26,7 +26,7 @@ from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import BrokerForecast, Move, forecast
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
-from planner.plan.placement.pipeline import PlacementSession, excluded_namespaces, select_broker
+from planner.plan.placement.pipeline import PlacementSession, allowed_brokers, excluded_namespaces, select_broker
 from planner.plan.shedding import avg_shedder, transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
@@ -201,8 +201,11 @@ def make_plan(
     topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
     seed: int = 0,
     usage_models: UsageModels | None = None,
+    placement_rng: random.Random | None = None,
 ) -> PlanResult:
-    """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters)."""
+    """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters).
+
+    Placement draws among equally good brokers with `placement_rng`, or with a generator seeded from `seed`."""
     strategy = shedding_strategy(strategy_name)
     config = placement_config(strategy, config)
     if now_millis is not None:
@@ -214,7 +217,8 @@ def make_plan(
     outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models)
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
-    session = PlacementSession(random.Random(seed))
+    session = PlacementSession(placement_rng or random.Random(seed))
+    allowed = set(allowed_brokers(load_data))
     placement = config.placement_short_name
     actions: list[PlannedAction] = []
     notes = list(outcome.reasons)
@@ -223,6 +227,10 @@ def make_plan(
         if namespace_of(unload.bundle) in excluded:
             # Dropped after the strategy chose it, as doLoadShedding does: its share of the budget is not re-spent.
             notes.append(f"{unload.bundle}: its namespace is in loadBalancerSheddingExcludedNamespaces; not unloaded")
+            continue
+        if not allowed - {unload.broker}:
+            # shouldNamespacePoliciesUnload: no other broker may own it.
+            notes.append(f"{unload.bundle}: no broker but {unload.broker} loads its topics; not unloaded")
             continue
         # doLoadShedding places every unload through the placement pipeline. A plan binds the destinations a strategy
         # planned where its placement side would return them: AvgShedder as its own placement (Pulsar's

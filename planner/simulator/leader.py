@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from planner.config import MODULAR_LOAD_MANAGER
 from planner.model import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
@@ -92,7 +93,7 @@ class StatsView(Mapping[str, NamespaceBundleStats]):
 
 
 # Built once; reports are shallow copies with their own values (model_construct would deep-copy defaults).
-_EMPTY_REPORT = LocalBrokerData()
+_EMPTY_REPORT = LocalBrokerData(load_manager_class_name=MODULAR_LOAD_MANAGER)  # the simulated brokers' leader
 
 
 def usage_report(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.config import PulsarConfig
+from planner.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
 from planner.errors import InputError
 from planner.model import NamespaceBundleStats
 from planner.plan.planning import make_plan
@@ -98,6 +98,33 @@ def test_a_shedding_cycle_places_every_unload_on_the_same_view_of_the_cluster():
     unloads = [action for action in plan.actions if action.kind == "unload"]
     assert len(unloads) == 2 and {action.source for action in unloads} == {"a:8080"}
     assert [action.destination for action in unloads] == ["b:8080", "b:8080"]
+
+
+@pytest.mark.parametrize(
+    ("b_report", "destination"),
+    [
+        ({}, "b:8080"),
+        ({"load_manager": EXTENSIBLE_LOAD_MANAGER}, "c:8080"),  # BrokerLoadManagerClassFilter
+        ({"load_manager": None}, "c:8080"),  # a report without the class name is left out too
+        ({"persistent_topics": False}, "c:8080"),  # applyNamespacePolicies: it loads non-persistent topics only
+    ],
+)
+def test_brokers_of_another_load_manager_or_without_persistent_topics_are_no_destination(b_report, destination):
+    lltmr = config("4.2.4", maxUnloadPercentage="0.3", loadBalancerDistributeBundlesEvenlyEnabled="false")
+    data = three_brokers()
+    data.brokers["b:8080"] = broker(cpu=(30, 100), **b_report)
+    plan = make_plan("c", data, lltmr, "UniformLoadShedder", None, include_splits=False)
+    assert [action.destination for action in plan.actions if action.kind == "unload"] == [destination]
+
+
+def test_no_unload_when_no_other_broker_may_own_the_bundle():
+    """shouldNamespacePoliciesUnload: with b and c for non-persistent topics only, a keeps its bundles."""
+    data = three_brokers()
+    for name in ("b:8080", "c:8080"):
+        data.brokers[name] = data.brokers[name].model_copy(update={"persistent_topics_enabled": False})
+    plan = make_plan("c", data, config("4.2.4", maxUnloadPercentage="0.3"), "UniformLoadShedder", None)
+    assert [action for action in plan.actions if action.kind == "unload"] == []
+    assert any("no broker but a:8080 loads its topics" in note for note in plan.notes)
 
 
 def test_avg_shedder_destinations_are_its_own_only_when_it_is_the_placement_strategy_too():

@@ -1,10 +1,12 @@
 """Where an unloaded bundle goes: `ModularLoadManagerImpl.selectBroker` (spec §1.6), for the shedders
 that do not plan destinations themselves (Uniform, Threshold, Overload).
 
-Candidates are all brokers; those over `loadBalancerBrokerMaxTopics` drop out (unless all would);
-with `loadBalancerDistributeBundlesEvenlyEnabled` only the brokers owning the fewest bundles of the
-namespace stay; excluded namespaces go round robin; otherwise the configured placement strategy
-picks, and a pick over the overload threshold is re-done once over all brokers.
+Candidates are the brokers the namespace policies allow (without isolation policies: those that load persistent
+topics); those over `loadBalancerBrokerMaxTopics` drop out (unless all would); with
+`loadBalancerDistributeBundlesEvenlyEnabled` only the brokers owning the fewest bundles of the namespace stay; brokers
+running another load manager class drop out (and when no candidate is left, all allowed brokers come back); excluded
+namespaces go round robin; otherwise the configured placement strategy picks, and a pick over the overload threshold
+is re-done once by the placement strategy over all allowed brokers.
 """
 
 from __future__ import annotations
@@ -73,6 +75,13 @@ def excluded_namespaces(config: PulsarConfig) -> frozenset[str]:
     )
 
 
+def allowed_brokers(load_data: LoadData) -> list[str]:
+    """`LoadManagerShared.applyNamespacePolicies` without isolation policies (the planner reads none): the brokers
+    that load persistent topics. An unload's bundle is always a persistent one there (its NamespaceBundle is made
+    from its name, with no non-persistent topic)."""
+    return sorted(broker for broker, report in load_data.brokers.items() if report.persistent_topics_enabled)
+
+
 def select_broker(
     bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession, *, preallocate: bool = True
 ) -> str | None:
@@ -80,21 +89,28 @@ def select_broker(
     `selectBrokerForAssignment`) records it as preallocated, so the next pick sees it; the destination of a
     shedding cycle's unload (`doLoadShedding`'s `selectBroker`, `preallocate=False`) is not recorded, so every
     unload of a cycle is placed on the same view of the cluster."""
-    all_brokers = sorted(load_data.brokers)
+    allowed = allowed_brokers(load_data)
     namespace = namespace_of(bundle)
-    candidates = [b for b in all_brokers if _topics(load_data, session, b) <= config.broker_max_topics] or all_brokers
+    candidates = [b for b in allowed if _topics(load_data, session, b) <= config.broker_max_topics] or allowed
     if config.distribute_bundles_evenly_enabled or namespace == "pulsar/system":
         owned: Mapping[str, int] = bundles_per_broker_in_namespace(load_data, namespace)
         for broker, items in session.preallocated.items():
             extra = sum(1 for name, _ in items if namespace_of(name) == namespace)
             owned = {**owned, broker: owned.get(broker, 0) + extra}
-        candidates = remove_most_servicing_brokers_for_namespace(candidates, owned) or all_brokers
+        candidates = remove_most_servicing_brokers_for_namespace(candidates, owned)
+    # BrokerLoadManagerClassFilter compares the class names exactly (a broker reporting none is left out too).
+    candidates = [
+        b for b in candidates if load_data.brokers[b].load_manager_class_name == config.load_manager_class_name
+    ]
+    if not candidates:  # every filter together left none: all allowed brokers
+        candidates = allowed
     if namespace in excluded_namespaces(config):
         chosen, session.round_robin = round_robin(candidates, session.round_robin)
     else:
         chosen = _strategy_pick(candidates, bundle, load_data, config, session)
-        if chosen is not None and overload_usage(load_data.brokers[chosen], config) > config.overload_threshold:
-            chosen = _strategy_pick(all_brokers, bundle, load_data, config, session) or chosen
+    if chosen is not None and overload_usage(load_data.brokers[chosen], config) > config.overload_threshold:
+        # Also after a round-robin pick: the re-pick is the placement strategy's, over all allowed brokers.
+        chosen = _strategy_pick(allowed, bundle, load_data, config, session) or chosen
     if chosen is not None and preallocate:
         session.record(chosen, bundle, load_data.bundle_data.get(bundle, default_bundle_data()))
     return chosen

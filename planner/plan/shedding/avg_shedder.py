@@ -88,9 +88,11 @@ def broker_scores(load_data: LoadData, config: PulsarConfig) -> dict[str, float]
     return {broker_id: broker_usage(broker, config) * 100 for broker_id, broker in load_data.brokers.items()}
 
 
-def sort_brokers(scores: Mapping[str, float], config: PulsarConfig) -> list[str]:
-    """Brokers by ascending score; ties by broker id (Java keeps HashMap order, spec §2.2)."""
-    by_id = sorted(scores)
+def sort_brokers(scores: Mapping[str, float], config: PulsarConfig, arrival: Sequence[str] | None = None) -> list[str]:
+    """Brokers by ascending score. The sort starts from `arrival`, the order the scores reach it (in Pulsar its
+    HashMap's, which a plan cannot know: by broker id when not given), which decides ties (spec §2.2) and, with the
+    truncating comparator, the order of near-ties."""
+    by_id = list(arrival) if arrival is not None else sorted(scores)
     if config.pulsar_version.avg_shedder_truncating_comparator:
         # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal". The cast
         # saturates in Java (an infinite score is Integer.MAX_VALUE above the rest, NaN compares equal), and the
