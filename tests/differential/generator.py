@@ -46,6 +46,7 @@ import json
 import math
 import random
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from planner.config import PulsarConfig
@@ -774,4 +775,126 @@ def extensible_placement_case(seed: int) -> dict[str, Any]:
         },
         "brokers": brokers,
         "candidates": candidates,
+    }
+
+
+# --- the modular load manager's shedding cycle ------------------------------------------------------------------
+
+CYCLE_NOW = 1_790_000_000_000  # shed_case's clock; the harness shifts the case's times to its own
+IMPL_PACKAGE = "org.apache.pulsar.broker.loadbalance.impl."
+MODULAR_LOAD_MANAGER = IMPL_PACKAGE + "ModularLoadManagerImpl"
+EXTENSIBLE_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
+
+
+def _drop_bundles(load_data: dict[str, Any], dropped: Callable[[str], bool]) -> None:
+    for report in load_data["brokers"].values():
+        for bundle in [name for name in report["lastStats"] if dropped(name)]:
+            report["numTopics"] -= report["lastStats"].pop(bundle)["topics"]
+        report["bundles"] = list(report["lastStats"])
+        report["numBundles"] = len(report["bundles"])
+    for key in ("bundleData", "recentlyUnloadedBundles"):
+        load_data[key] = {name: value for name, value in load_data[key].items() if not dropped(name)}
+
+
+def cycle_case(seed: int, version: str = "latest") -> dict[str, Any]:
+    """A shedding case run through the whole `doLoadShedding` cycle: one strategy with its placement strategy
+    (LeastLongTermMessageRate, LeastResourceUsageWithWeight, or AvgShedder as its own), excluded namespaces, the
+    grace period, the topic-count and even-distribution filters, brokers of another load manager class or not loading
+    persistent topics, and one-broker clusters."""
+    rng = random.Random(f"cycle-{seed}")
+    case = shed_case(10**7 + seed, version)
+    load_data, config = case["loadData"], case["config"]
+    brokers = load_data["brokers"]
+    if PulsarVersion.parse(version).at_least(4, 2):
+        # V1 namespaces (tenant/cluster/name) cannot exist from 4.2, whose NamespaceName refuses the name:
+        # doLoadShedding would stop at the first one.
+        _drop_bundles(load_data, lambda bundle: bundle.count("/") == 3)
+    strategy = rng.choice(SHED_STRATEGIES)
+    placement = rng.choice(["LeastLongTermMessageRate"] * 3 + ["LeastResourceUsageWithWeight"])
+    bound = strategy == "AvgShedder" and rng.random() < 0.7
+    config["loadBalancerLoadSheddingStrategy"] = IMPL_PACKAGE + strategy
+    config["loadBalancerLoadPlacementStrategy"] = IMPL_PACKAGE + ("AvgShedder" if bound else placement)
+    if rng.random() < 0.5:
+        config["loadBalancerDistributeBundlesEvenlyEnabled"] = rng.choice(["true", "false"])
+    if rng.random() < 0.3:
+        topics = sorted(report["numTopics"] for report in brokers.values())
+        config["loadBalancerBrokerMaxTopics"] = str(rng.choice(topics))
+    namespaces = sorted({name.rsplit("/", 1)[0] for report in brokers.values() for name in report["bundles"]})
+    if namespaces and rng.random() < 0.4:
+        config["loadBalancerSheddingExcludedNamespaces"] = ",".join(
+            rng.sample(namespaces, rng.randint(1, max(1, len(namespaces) // 2)))
+        )
+    grace_minutes = rng.choice([1, 5, 30, 60])
+    if rng.random() < 0.5:
+        config["loadBalancerSheddingGracePeriodMinutes"] = str(grace_minutes)
+    else:
+        grace_minutes = 30
+    for bundle, at in list(load_data["recentlyUnloadedBundles"].items()):
+        if abs(CYCLE_NOW - at - grace_minutes * 60_000) < 2000:  # not on the boundary: the two clocks differ by ms
+            load_data["recentlyUnloadedBundles"][bundle] = at - 5000
+
+    for report in brokers.values():
+        report["loadManagerClassName"] = MODULAR_LOAD_MANAGER
+    if rng.random() < 0.25:  # a broker of another load manager (a migration), or one too old to say
+        for broker in rng.sample(sorted(brokers), rng.randint(1, min(2, len(brokers)))):
+            if rng.random() < 0.5:
+                report = brokers[broker]
+                report.pop("loadManagerClassName")
+            else:
+                brokers[broker]["loadManagerClassName"] = EXTENSIBLE_LOAD_MANAGER
+    if rng.random() < 0.1:  # a broker for non-persistent topics only
+        brokers[rng.choice(sorted(brokers))]["persistentTopicsEnabled"] = False
+    if bound:  # AvgShedder keeps its planned pairs only where every broker stays a candidate (docs/fidelity.md)
+        config["loadBalancerDistributeBundlesEvenlyEnabled"] = "false"
+        _drop_bundles(load_data, lambda bundle: bundle.startswith("pulsar/system/"))  # always evenly distributed
+        config.pop("loadBalancerBrokerMaxTopics", None)
+        for report in brokers.values():
+            report["loadManagerClassName"] = MODULAR_LOAD_MANAGER
+            report.pop("persistentTopicsEnabled", None)
+    if rng.random() < 0.05:  # one broker: no shedding at all
+        kept = rng.choice(sorted(brokers))
+        load_data["brokers"] = {kept: brokers[kept]}
+    # LeastResourceUsageWithWeight remembers usage across picks: the planner's memory starts with each plan.
+    runs = 1 if placement == "LeastResourceUsageWithWeight" and not bound else rng.randint(1, 4)
+    if strategy == "AvgShedder":
+        runs = rng.randint(2, 6)
+        if not bound and placement == "LeastResourceUsageWithWeight":
+            config["loadBalancerLoadPlacementStrategy"] = IMPL_PACKAGE + "LeastLongTermMessageRate"
+    return {
+        "id": f"cycle-{seed}",
+        "kind": "cycle",
+        "config": config,
+        "loadData": load_data,
+        "now": CYCLE_NOW,
+        "runs": runs,
+    }
+
+
+# --- AvgShedder's sort on near-ties ----------------------------------------------------------------------------
+
+
+def avg_shedder_sort_case(seed: int) -> dict[str, Any]:
+    """A balanced cluster of 2 to 31 brokers whose AvgShedder scores lie within a few points of each other, many
+    less than one point apart: the near-ties the truncating comparator (before 4.0.8) cannot order consistently.
+    Broker ids are random, so Pulsar's HashMap hands the scores to its sort in an order unrelated to their names."""
+    rng = random.Random(f"avg-shedder-sort-{seed}")
+    count = rng.randint(2, 31)
+    base = rng.uniform(0.2, 0.8)
+    spread = rng.choice([0.005, 0.01, 0.03])
+    brokers = {}
+    for broker_id in _broker_ids(rng, count):
+        level = base + rng.uniform(0, spread) if rng.random() < 0.9 else rng.uniform(0.05, 0.95)
+        brokers[broker_id] = {
+            "cpu": {"usage": 100.0 * level * 8, "limit": 800.0},
+            "memory": {"usage": 512.0, "limit": 8192.0},
+            "directMemory": {"usage": 64.0, "limit": 4096.0},
+            "bandwidthIn": {"usage": 1e5, "limit": 1.25e8},
+            "bandwidthOut": {"usage": 1e5, "limit": 1.25e8},
+            "lastUpdate": 1_790_000_000_000,
+        }
+    return {
+        "id": f"avg-shedder-sort-{seed}",
+        "kind": "avgShedderSort",
+        "config": {},
+        "loadData": {"brokers": brokers, "bundleData": {}, "recentlyUnloadedBundles": {}},
     }

@@ -7,6 +7,10 @@ Shapes (both sides):
 - transfer: `{"runs": [{"unloads": [{broker, bundle, destination, reason}], "skipped", "hitCount",
   "recentlyUnloadedBrokers", "average", "std"}]}`;
 - extensibleSplit: `{"runs": [{"splits": [{bundle, reason}], "hitCounts": {bundle: count}}]}`;
+- cycle: `{"runs": [{"unloads": [{bundle, destination}], "state": {...}}]}` (Java adds each run's number of placement
+  ties);
+- avgShedderSort: `{"scores": {broker: score}, "sorted": [...]}`, Java adds `arrival` (its HashMap's order, which the
+  comparison hands to the planner's sort) and the planner `version`;
 - extensiblePlacement: `{"best": [...], "chosen": broker | null}` (the planner names no chosen broker: Pulsar picks
   among the best at random);
 - any of them `{"error": "..."}` when the side refused the input.
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +39,8 @@ from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
 from planner.plan.extensible import bundles_to_split
 from planner.plan.placement.extensible_least_resource_usage import best_brokers
+from planner.plan.planning import make_plan
+from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.registry import shedding_strategy
 
 
@@ -170,6 +177,60 @@ def extensible_split(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"runs": runs}
 
 
+class LowestOfTies(random.Random):
+    """Placement's draw among equally good brokers, made deterministic as the harness makes Pulsar's: the lowest."""
+
+    def choice(self, seq: Sequence[Any]) -> Any:
+        return min(seq)
+
+
+def cycle(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """`make_plan` (no splits) `runs` times on the case's LoadData, as doLoadShedding runs each minute: the strategy's
+    state carried over, each run's unloads added to the recently unloaded bundles at the case's clock."""
+    config = config_for(case, version)
+    load_data = load_data_of(case)
+    strategy = config.shedding_strategy.rsplit(".", 1)[-1]
+    state: dict[str, Any] | None = None
+    runs = []
+    try:
+        for _ in range(case["runs"]):
+            plan = make_plan(
+                "dc1", load_data, config, strategy, state, now_millis=case["now"], include_splits=False,
+                placement_rng=LowestOfTies(),
+            )  # fmt: skip
+            state = plan.state_after
+            unloads = [
+                {"bundle": action.bundle, "destination": action.destination}
+                for action in plan.actions
+                if action.kind == "unload"
+            ]
+            document = dict(state)
+            document.pop("strategy", None)
+            runs.append({"unloads": unloads, "state": document})
+            unloaded = {unload["bundle"]: case["now"] for unload in unloads}
+            load_data = load_data.model_copy(
+                update={"recently_unloaded_bundles": {**load_data.recently_unloaded_bundles, **unloaded}}
+            )
+    except InputError as error:
+        return {"error": str(error)}
+    return {"runs": runs}
+
+
+def cycle_runs(result: dict[str, Any]) -> Any:
+    """Per cycle: the unload calls as a set (Pulsar's order follows a HashMap's) and the strategy's state after."""
+    return [
+        (sorted((unload["bundle"], unload["destination"]) for unload in run["unloads"]), run["state"])
+        for run in result["runs"]
+    ]
+
+
+def avg_shedder_sort(case: dict[str, Any], version: str, arrival: Sequence[str] | None = None) -> dict[str, Any]:
+    """AvgShedder's broker scores and its sorted broker list, the brokers handed to the sort in `arrival` order."""
+    config = config_for(case, version)
+    scores = avg_shedder.broker_scores(load_data_of(case), config)
+    return {"scores": scores, "sorted": avg_shedder.sort_brokers(scores, config, arrival), "version": version}
+
+
 def extensible_placement(case: dict[str, Any], version: str) -> dict[str, Any]:
     """The brokers the extensible placement picks among, for the case's candidates."""
     brokers = {broker: BrokerLoadData.model_validate(data) for broker, data in case["brokers"].items()}
@@ -183,6 +244,8 @@ RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "transfer": transfer,
     "extensibleSplit": extensible_split,
     "extensiblePlacement": extensible_placement,
+    "cycle": cycle,
+    "avgShedderSort": avg_shedder_sort,
 }
 
 
@@ -258,6 +321,12 @@ def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, A
         return [] if transfer_runs(java) == transfer_runs(planner) else ["runs"]
     if kind == "extensibleSplit":
         return [] if extensible_split_runs(java) == extensible_split_runs(planner) else ["runs"]
+    if kind == "cycle":
+        return [] if cycle_runs(java) == cycle_runs(planner) else ["runs"]
+    if kind == "avgShedderSort":
+        # Pulsar's HashMap decides the order the scores reach its sort; given that order, the sort must agree.
+        given = avg_shedder_sort(case, planner["version"], java["arrival"])
+        return [name for name in ("scores", "sorted") if java[name] != given[name]]
     if kind == "extensiblePlacement":
         picked_among_best = java["chosen"] is None or java["chosen"] in java["best"]
         return [] if java["best"] == planner["best"] and picked_among_best else ["best"]

@@ -2,8 +2,8 @@
 
 `DIFFERENTIAL_CASES` (default 1000) sets the number of shedding cases, each of which runs all four shedders;
 there are as many split-candidate cases, four times as many split-position cases (about as many per split
-algorithm), and as many TransferShedder and extensible split-strategy cases (the extensible load manager,
-several cycles each).
+algorithm), as many TransferShedder and extensible split-strategy cases (the extensible load manager,
+several cycles each), and as many whole shedding cycles (`doLoadShedding` with placement).
 `DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds. On a difference the test shrinks the first
 failing shedding case, writes it to a file and prints the path, a command that replays it and both answers.
 """
@@ -55,6 +55,12 @@ def build_batch(harness: JavaHarness, workdir: Path, count: int, seed: int) -> B
     cases += [generator.transfer_case(seed + index) for index in range(count)]
     cases += [generator.extensible_split_case(seed + index) for index in range(count)]
     cases += [generator.extensible_placement_case(seed + index) for index in range(count)]
+    cases += [generator.avg_shedder_sort_case(seed + index) for index in range(count)]
+    for index in range(count):
+        case = generator.cycle_case(seed + index, harness.pulsar_version)
+        path = workdir / f"{case['id']}.load-data.json"
+        path.write_text(json.dumps(case.pop("loadData")))
+        cases.append({**case, "loadDataFile": str(path)})
     java_run = harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = harness.pulsar_version
     config_logger = logging.getLogger("planner.config")
@@ -324,3 +330,50 @@ def test_cli_runs_transfer_shedder_as_pulsar_does(batch: Batch) -> None:
         if checked == 3:
             break
     assert checked == 3
+
+
+def test_shedding_cycle_matches_pulsar(batch: Batch) -> None:
+    """ModularLoadManagerImpl.doLoadShedding around the strategies: excluded namespaces, the namespace checks, the
+    grace period and every unload's destination through selectBroker (ties broken alike on both sides)."""
+    failing = _mismatches(batch, "cycle")
+    assert not failing, _report(batch, failing, _count(batch, "cycle"), "doLoadShedding", None)
+
+
+def test_the_cycle_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: unloads, bundles the strategy chose but the cycle did not unload, placement ties, and
+    every placement strategy."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "cycle":
+            continue
+        java = batch.java[case["id"]]
+        outcomes[case["config"]["loadBalancerLoadPlacementStrategy"].rsplit(".", 1)[-1]] += 1
+        if "error" in java:
+            outcomes["error"] += 1
+            continue
+        runs = java["runs"]
+        outcomes["unloads"] += any(run["unloads"] for run in runs)
+        outcomes["not unloaded"] += any(run["selected"] > len(run["unloads"]) for run in runs)
+        outcomes["ties"] += any(run["ties"] for run in runs)
+    cases = _count(batch, "cycle")
+    print(f"\n{batch.harness.pulsar_version}: {cases} cycle cases, by outcome {dict(outcomes)}")
+    assert outcomes["error"] == 0, outcomes
+    for branch in ("unloads", "ties", "LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder"):
+        assert outcomes[branch] >= cases // 20, (branch, outcomes)
+    # Fewer before 4.1, which has no excluded namespaces: there the policies and placement keep bundles.
+    assert outcomes["not unloaded"] >= cases // 50, outcomes
+
+
+def test_avg_shedder_sorts_near_ties_as_pulsar_does(batch: Batch) -> None:
+    """Near-ties under AvgShedder's comparator: given the order Pulsar's HashMap hands the scores to its sort, the
+    planner's sort (java_sort for the truncating releases) returns Pulsar's list, on any CPython."""
+    failing = _mismatches(batch, "avgShedderSort")
+    assert not failing, _report(batch, failing, _count(batch, "avgShedderSort"), "AvgShedder's sort", None)
+    disordered = sum(
+        1
+        for case in batch.cases
+        if case["kind"] == "avgShedderSort"
+        and batch.java[case["id"]]["sorted"]
+        != sorted(batch.java[case["id"]]["sorted"], key=batch.java[case["id"]]["scores"].__getitem__)
+    )
+    print(f"\n{batch.harness.pulsar_version}: Pulsar's sorted list is out of score order in {disordered} clusters")

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import com.google.common.collect.Multimap;
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
+import java.lang.reflect.Constructor;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
@@ -14,6 +15,8 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -46,7 +49,14 @@ import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
 import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.broker.loadbalance.extensions.strategy.DefaultNamespaceBundleSplitStrategyImpl;
+import org.apache.pulsar.broker.loadbalance.impl.BrokerLoadManagerClassFilter;
+import org.apache.pulsar.broker.loadbalance.impl.BrokerVersionFilter;
 import org.apache.pulsar.broker.loadbalance.impl.BundleSplitterTask;
+import org.apache.pulsar.broker.loadbalance.impl.LoadManagerShared;
+import org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl;
+import org.apache.pulsar.broker.loadbalance.impl.RoundRobinBrokerSelector;
+import org.apache.pulsar.broker.loadbalance.impl.SimpleResourceAllocationPolicies;
+import org.apache.pulsar.broker.resources.PulsarResources;
 import org.apache.pulsar.common.configuration.PulsarConfigurationLoader;
 import org.apache.pulsar.common.naming.BundleSplitOption;
 import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitAlgorithm;
@@ -58,10 +68,14 @@ import org.apache.pulsar.common.naming.SpecifiedPositionsBundleSplitAlgorithm;
 import org.apache.pulsar.common.naming.TopicCountEquallyDivideBundleSplitAlgorithm;
 import org.apache.pulsar.common.policies.data.stats.TopicStatsImpl;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
+import org.apache.pulsar.metadata.api.MetadataStoreConfig;
+import org.apache.pulsar.metadata.api.coordination.LockManager;
+import org.apache.pulsar.metadata.api.extended.MetadataStoreExtended;
 import org.apache.pulsar.policies.data.loadbalancer.BrokerData;
 import org.apache.pulsar.policies.data.loadbalancer.BundleData;
 import org.apache.pulsar.policies.data.loadbalancer.LocalBrokerData;
 import org.apache.pulsar.policies.data.loadbalancer.NamespaceBundleStats;
+import org.apache.pulsar.policies.data.loadbalancer.TimeAverageBrokerData;
 
 /**
  * Runs Pulsar's own load-balancing code on the differential test cases.
@@ -96,6 +110,8 @@ public final class Harness {
                         case "transfer" -> transfer(testCase, result);
                         case "extensibleSplit" -> extensibleSplit(testCase, result);
                         case "extensiblePlacement" -> extensiblePlacement(testCase, result);
+                        case "cycle" -> cycle(testCase, result);
+                        case "avgShedderSort" -> avgShedderSort(testCase, result);
                         default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
                     }
                 } catch (Exception e) {
@@ -480,6 +496,234 @@ public final class Harness {
         }
     }
 
+
+    /**
+     * AvgShedder's private calculateScoresAndSort on the case's LoadData: the scores, the order its HashMap hands them
+     * to the sort ({@code "arrival"}), and the sorted broker list.
+     */
+    @SuppressWarnings("unchecked")
+    static void avgShedderSort(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        LoadData loadData = loadData(testCase);
+        Object strategy = Class.forName(STRATEGY_PACKAGE + "AvgShedder").getDeclaredConstructor().newInstance();
+        Method sort = strategy.getClass().getDeclaredMethod("calculateScoresAndSort", LoadData.class,
+                ServiceConfiguration.class);
+        sort.setAccessible(true);
+        List<String> sorted = (List<String>) sort.invoke(strategy, loadData, conf);
+        Map<String, Double> scores = privateField(strategy, "brokerScoreMap");
+        ArrayNode arrival = result.putArray("arrival");
+        ObjectNode scoreNode = result.putObject("scores");
+        scores.forEach((broker, score) -> {
+            arrival.add(broker);
+            scoreNode.put(broker, score);
+        });
+        ArrayNode sortedNode = result.putArray("sorted");
+        sorted.forEach(sortedNode::add);
+    }
+
+    // --- the modular load manager's shedding cycle --------------------------------------------------------------
+
+    /**
+     * ModularLoadManagerImpl.doLoadShedding {@code "runs"} times on the case's LoadData, as the leader runs it each
+     * minute: the grace-period cleanup of recently unloaded bundles, the shedding strategy, the excluded namespaces,
+     * the namespace-policy and anti-affinity checks, and every unload's destination through the private selectBroker
+     * (namespace policies, the topic-count, anti-affinity and even-distribution filters, the broker filters, the
+     * placement strategy and its overload re-pick). Between runs the strategies hear onActiveBrokersChange, as from
+     * the leader's updateAll; the LoadData does not change (nothing moves), except for the recently unloaded bundles.
+     *
+     * <p>The manager is built without initialize(), whose fields get the values initialize() gives them, from an
+     * empty in-memory metadata store (no isolation, anti-affinity or failure-domain policies). The broker registry
+     * lists the case's brokers; the admin client records the unload calls. Case times are relative to
+     * {@code "now"} and are shifted to this JVM's clock.
+     */
+    static void cycle(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        LoadData given = loadData(testCase);
+        long shift = System.currentTimeMillis() - testCase.path("now").asLong();
+        ModularLoadManagerImpl manager = new ModularLoadManagerImpl();
+        LoadData loadData = privateField(manager, "loadData");
+        loadData.getBrokerData().putAll(given.getBrokerData());
+        loadData.getBundleData().putAll(given.getBundleData());
+        given.getRecentlyUnloadedBundles().forEach((bundle, at) ->
+                loadData.getRecentlyUnloadedBundles().put(bundle, at + shift));
+        try (MetadataStoreExtended store = MetadataStoreExtended.create("memory:local",
+                MetadataStoreConfig.builder().build())) {
+            cycle(testCase, manager, loadData, store, conf, result);
+        }
+    }
+
+    private static void cycle(JsonNode testCase, ModularLoadManagerImpl manager, LoadData loadData,
+                              MetadataStoreExtended store, ServiceConfiguration conf, ObjectNode result)
+            throws Exception {
+        List<String> brokers = new ArrayList<>(new TreeMap<>(loadData.getBrokerData()).keySet());
+        List<String[]> unloadCalls = new ArrayList<>();
+        StubServices.Pulsar pulsar = StubServices.broker(conf, StubServices.namespaces(Map.of(), List.of()),
+                Map.of(), null);
+        StubServices.leader(pulsar, pulsarResources(store), StubServices.admin(unloadCalls));
+
+        ModularLoadManagerStrategy placement = ModularLoadManagerStrategy.create(conf);
+        LoadSheddingStrategy shedding;
+        if (placement instanceof LoadSheddingStrategy bound) {
+            // initialize() binds a placement strategy that also sheds (AvgShedder) to the shedding side.
+            if (!conf.getLoadBalancerLoadSheddingStrategy().equals(conf.getLoadBalancerLoadPlacementStrategy())) {
+                throw new IllegalArgumentException("The load shedding strategy can't work with the placement one");
+            }
+            shedding = bound;
+        } else {
+            shedding = (LoadSheddingStrategy) Class.forName(conf.getLoadBalancerLoadSheddingStrategy())
+                    .getDeclaredConstructor().newInstance();
+        }
+        TieBreak tieBreak = new TieBreak(placement);
+        setField(manager, "pulsar", pulsar);
+        if (hasField(manager, "pulsarResources")) { // from 3.1
+            setField(manager, "pulsarResources", pulsar.getPulsarResources());
+        }
+        setField(manager, "conf", conf);
+        setField(manager, "brokersData", registry(brokers));
+        setField(manager, "placementStrategy", tieBreak);
+        setField(manager, "policies", new SimpleResourceAllocationPolicies(pulsar));
+        if (hasField(manager, "sheddingExcludedNamespaceSelectionStrategy")) {
+            setField(manager, "sheddingExcludedNamespaceSelectionStrategy", new RoundRobinBrokerSelector());
+        }
+        List<Integer> selected = new ArrayList<>();
+        LoadSheddingStrategy counted = new LoadSheddingStrategy() { // counts what the strategy chose
+            @Override
+            public Multimap<String, String> findBundlesForUnloading(LoadData data, ServiceConfiguration config) {
+                Multimap<String, String> chosen = shedding.findBundlesForUnloading(data, config);
+                selected.add(chosen.size());
+                return chosen;
+            }
+        };
+        if (hasField(manager, "loadSheddingStrategy")) {
+            setField(manager, "loadSheddingStrategy", counted);
+        } else { // before 4.0: a pipeline of one strategy
+            List<LoadSheddingStrategy> pipeline = privateField(manager, "loadSheddingPipeline");
+            pipeline.add(counted);
+        }
+        List<Object> filters = privateField(manager, "filterPipeline");
+        filters.add(new BrokerLoadManagerClassFilter());
+        filters.add(new BrokerVersionFilter());
+        // What initialize() and the leader's updateBundleData set: the stats assumed for unseen bundles, each broker's
+        // time averages over its reported bundles, and its namespaces' bundle ranges.
+        NamespaceBundleStats defaultStats = privateField(manager, "defaultStats");
+        defaultStats.msgThroughputIn = ModularLoadManagerImpl.DEFAULT_MESSAGE_THROUGHPUT;
+        defaultStats.msgThroughputOut = ModularLoadManagerImpl.DEFAULT_MESSAGE_THROUGHPUT;
+        defaultStats.msgRateIn = ModularLoadManagerImpl.DEFAULT_MESSAGE_RATE;
+        defaultStats.msgRateOut = ModularLoadManagerImpl.DEFAULT_MESSAGE_RATE;
+        for (String broker : brokers) {
+            BrokerData brokerData = loadData.getBrokerData().get(broker);
+            Set<String> reported = brokerData.getLocalData().getLastStats().keySet();
+            TimeAverageBrokerData timeAverage = new TimeAverageBrokerData();
+            timeAverage.reset(reported, loadData.getBundleData(), defaultStats);
+            brokerData.setTimeAverageData(timeAverage);
+            reloadBundleRanges(manager, broker, reported);
+        }
+
+        ArrayNode runs = result.putArray("runs");
+        for (int run = 0; run < testCase.path("runs").asInt(); run++) {
+            shedding.onActiveBrokersChange(new HashSet<>(brokers));
+            placement.onActiveBrokersChange(new HashSet<>(brokers));
+            unloadCalls.clear();
+            tieBreak.ties.clear();
+            selected.clear();
+            manager.doLoadShedding();
+            ObjectNode runResult = runs.addObject();
+            ArrayNode unloads = runResult.putArray("unloads");
+            for (String[] call : unloadCalls) {
+                ObjectNode unload = unloads.addObject();
+                unload.put("bundle", call[0] + "/" + call[1]);
+                unload.put("destination", call[2]);
+            }
+            runResult.put("ties", tieBreak.ties.size());
+            runResult.put("selected", selected.stream().mapToInt(Integer::intValue).sum());
+            runResult.set("state", state(shedding));
+        }
+    }
+
+    /**
+     * The configured placement strategy, made deterministic: where it draws its broker at random among equally good
+     * ones (LeastLongTermMessageRate, LeastResourceUsageWithWeight: their {@code bestBrokers}), the lowest of them
+     * by name is returned instead. Otherwise its own answer (AvgShedder's planned destination).
+     */
+    static final class TieBreak implements ModularLoadManagerStrategy {
+        private final ModularLoadManagerStrategy strategy;
+        private final List<List<String>> ties = new ArrayList<>();
+
+        TieBreak(ModularLoadManagerStrategy strategy) {
+            this.strategy = strategy;
+        }
+
+        @Override
+        public Optional<String> selectBroker(Set<String> candidates, BundleData bundle, LoadData loadData,
+                                             ServiceConfiguration conf) {
+            Optional<String> drawn = strategy.selectBroker(candidates, bundle, loadData, conf);
+            if (drawn.isEmpty() || !hasField(strategy, "bestBrokers")) {
+                return drawn;
+            }
+            try {
+                List<String> among = new ArrayList<>(privateField(strategy, "bestBrokers"));
+                if (among.size() > 1) {
+                    ties.add(among);
+                }
+                return among.isEmpty() ? drawn : Optional.of(Collections.min(among));
+            } catch (ReflectiveOperationException error) {
+                throw new IllegalStateException(error);
+            }
+        }
+
+        @Override
+        public void onActiveBrokersChange(Set<String> brokers) {
+            strategy.onActiveBrokersChange(brokers);
+        }
+    }
+
+    /** PulsarResources on one metadata store (the constructor's parameter types changed across releases). */
+    private static PulsarResources pulsarResources(MetadataStoreExtended store) throws Exception {
+        for (Constructor<?> constructor : PulsarResources.class.getConstructors()) {
+            if (constructor.getParameterCount() == 2) {
+                return (PulsarResources) constructor.newInstance(store, store);
+            }
+        }
+        throw new IllegalStateException("no PulsarResources(local, configuration) constructor");
+    }
+
+    /** The broker registry (the lock manager on /loadbalance/brokers): it lists the given brokers. */
+    @SuppressWarnings("unchecked")
+    private static LockManager<LocalBrokerData> registry(List<String> brokers) {
+        return (LockManager<LocalBrokerData>) Proxy.newProxyInstance(Harness.class.getClassLoader(),
+                new Class<?>[]{LockManager.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("listLocks")) {
+                        return CompletableFuture.completedFuture(new ArrayList<>(brokers));
+                    }
+                    throw new UnsupportedOperationException(method.getName());
+                });
+    }
+
+    /**
+     * The broker's namespaces and bundle ranges, as updateBundleData records them from its last report (4.0 keeps
+     * them in a BundleRangeCache, 3.x in nested ConcurrentOpenHashMaps filled by LoadManagerShared).
+     */
+    private static void reloadBundleRanges(ModularLoadManagerImpl manager, String broker, Set<String> bundles)
+            throws Exception {
+        Object ranges = privateField(manager, "brokerToNamespaceToBundleRange");
+        for (Method method : ranges.getClass().getMethods()) {
+            if (method.getName().equals("reloadFromBundles")) {
+                method.invoke(ranges, broker, bundles.stream());
+                return;
+            }
+        }
+        Object builder = ranges.getClass().getMethod("newBuilder").invoke(null);
+        Object namespaces = builder.getClass().getMethod("build").invoke(builder);
+        ranges.getClass().getMethod("put", Object.class, Object.class).invoke(ranges, broker, namespaces);
+        for (Method method : LoadManagerShared.class.getMethods()) {
+            if (method.getName().equals("fillNamespaceToBundlesMap")) {
+                method.invoke(null, bundles, namespaces);
+                return;
+            }
+        }
+        throw new IllegalStateException("no way to record the broker's bundle ranges");
+    }
+
     // --- helpers ----------------------------------------------------------------------------------------------
 
     private static <T> Iterable<T> iterable(Iterator<T> iterator) {
@@ -491,5 +735,15 @@ public final class Harness {
         Field field = target.getClass().getDeclaredField(name);
         field.setAccessible(true);
         return (T) field.get(target);
+    }
+
+    private static boolean hasField(Object target, String name) {
+        return Arrays.stream(target.getClass().getDeclaredFields()).anyMatch(field -> field.getName().equals(name));
+    }
+
+    private static void setField(Object target, String name, Object value) throws ReflectiveOperationException {
+        Field field = target.getClass().getDeclaredField(name);
+        field.setAccessible(true);
+        field.set(target, value);
     }
 }

@@ -3,6 +3,7 @@ package differential;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import com.google.common.hash.Hashing;
 import java.lang.reflect.Field;
+import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -12,7 +13,9 @@ import org.apache.pulsar.broker.PulsarService;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadManager;
 import org.apache.pulsar.broker.namespace.NamespaceService;
+import org.apache.pulsar.broker.resources.PulsarResources;
 import org.apache.pulsar.broker.service.BrokerService;
+import org.apache.pulsar.client.admin.PulsarAdmin;
 import org.apache.pulsar.common.naming.NamespaceBundle;
 import org.apache.pulsar.common.naming.NamespaceBundleFactory;
 import org.apache.pulsar.common.naming.NamespaceName;
@@ -41,6 +44,8 @@ final class StubServices {
         private NamespaceService namespaceService;
         private BrokerService brokerService;
         private AtomicReference<LoadManager> loadManager;
+        private PulsarResources resources;
+        private PulsarAdmin admin;
 
         private Pulsar() {
             super((ServiceConfiguration) null); // never called: instances come from allocate()
@@ -65,6 +70,45 @@ final class StubServices {
         public AtomicReference<LoadManager> getLoadManager() {
             return loadManager;
         }
+
+        @Override
+        public PulsarResources getPulsarResources() {
+            return resources;
+        }
+
+        @Override
+        public synchronized PulsarAdmin getAdminClient() {
+            return admin;
+        }
+    }
+
+    /** What the leader's doLoadShedding reads besides: the metadata-store resources and the admin client. */
+    static void leader(Pulsar pulsar, PulsarResources resources, PulsarAdmin admin) {
+        pulsar.resources = resources;
+        pulsar.admin = admin;
+    }
+
+    /**
+     * An admin client that records each {@code namespaces().unloadNamespaceBundle(namespace, range, destination)}
+     * as {namespace, range, destination}, in call order; anything else is unsupported.
+     */
+    static PulsarAdmin admin(List<String[]> unloadCalls) {
+        var namespaces = (org.apache.pulsar.client.admin.Namespaces) Proxy.newProxyInstance(
+                StubServices.class.getClassLoader(), new Class<?>[]{org.apache.pulsar.client.admin.Namespaces.class},
+                (proxy, method, args) -> {
+                    if (method.getName().equals("unloadNamespaceBundle") && args != null && args.length == 3) {
+                        unloadCalls.add(new String[]{(String) args[0], (String) args[1], (String) args[2]});
+                        return null;
+                    }
+                    throw new UnsupportedOperationException(method.getName());
+                });
+        return (PulsarAdmin) Proxy.newProxyInstance(StubServices.class.getClassLoader(),
+                new Class<?>[]{PulsarAdmin.class}, (proxy, method, args) -> {
+                    if (method.getName().equals("namespaces")) {
+                        return namespaces;
+                    }
+                    throw new UnsupportedOperationException(method.getName());
+                });
     }
 
     /** A BrokerService that reports the test case's bundle stats as its own. */
