@@ -128,3 +128,61 @@ def percent_usage(resource: Usage) -> float:
         return float("inf") if usage > 0 else 0.0
     proportion = to_float32(usage / limit)
     return to_float32(proportion * 100)
+
+
+def java_string_hash(text: str) -> int:
+    """`String.hashCode()`: 31-based over UTF-16 code units, wrapped to an int."""
+    value = 0
+    for unit in struct.unpack(f"<{len(text.encode('utf-16-le')) // 2}H", text.encode("utf-16-le")):
+        value = (31 * value + unit) & 0xFFFFFFFF
+    return wrap_int32(value)
+
+
+# java.util.concurrent.ConcurrentHashMap's table: 16 bins at first, doubled when the size reaches three quarters.
+_CHM_INITIAL_BINS = 16
+
+
+def concurrent_hash_map_order(keys: Sequence[str]) -> list[str]:
+    """The iteration order of a `new ConcurrentHashMap<>()` after `put`s of `keys` (strings) in this order: bins in
+    index order, each bin's list in its order, with the list splits of `transfer` on every resize (the run at a
+    bin's tail keeps its order, the nodes before it are prepended). Bins long enough to become trees (over 8 nodes
+    while the table has 64 bins or more) are not modelled; below 64 bins Java resizes instead, and so does this."""
+    bins: list[list[tuple[int, str]]] = [[] for _ in range(_CHM_INITIAL_BINS)]
+    size_control = _CHM_INITIAL_BINS - (_CHM_INITIAL_BINS >> 2)
+    size = 0
+
+    def transfer() -> None:
+        nonlocal bins, size_control
+        old = len(bins)
+        grown: list[list[tuple[int, str]]] = [[] for _ in range(2 * old)]
+        for index, nodes in enumerate(bins):
+            if not nodes:
+                continue
+            last_run = 0
+            for position in range(1, len(nodes)):
+                if nodes[position][0] & old != nodes[position - 1][0] & old:
+                    last_run = position
+            low = [node for node in reversed(nodes[:last_run]) if not node[0] & old]
+            high = [node for node in reversed(nodes[:last_run]) if node[0] & old]
+            (high if nodes[last_run][0] & old else low).extend(nodes[last_run:])
+            grown[index], grown[index + old] = low, high
+        bins = grown
+        size_control = 2 * old - (old >> 1)
+
+    for key in keys:
+        hashed = java_string_hash(key)
+        spread = (hashed ^ ((hashed & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF
+        nodes = bins[spread & (len(bins) - 1)]
+        if any(existing == key for _, existing in nodes):
+            continue  # a put of a present key keeps its place
+        nodes.append((spread, key))
+        size += 1
+        if len(nodes) > 8 and len(bins) < 64:
+            # treeifyBin on a small table: tryPresize(n << 1) grows to the power of two at or over 3n + 1 and on
+            # until three quarters of the table reach it.
+            wanted = 1 << (3 * len(bins)).bit_length()
+            while wanted > size_control:
+                transfer()
+        if size >= size_control:
+            transfer()
+    return [key for nodes in bins for _, key in nodes]

@@ -79,6 +79,14 @@ class PulsarVersion:
         return not (self.at_least(4, 2) or ((self.major, self.minor) == (4, 0) and self.patch >= 8))
 
     @property
+    def uniform_shedder_before_pr_21025(self) -> bool:
+        """Before PR #21025 (3.2.0, backported to 3.0.2 and 3.1.1; read in the 3.0.0 source and the 3.1.0 jar)
+        UniformLoadShedder took one broker as overloaded for both criteria: the last, in its map's order, whose msg
+        rate or throughput beat the highest so far."""
+        line = (self.major, self.minor)
+        return not (self.at_least(3, 2) or (line == (3, 1) and self.patch >= 1) or (line == (3, 0) and self.patch >= 2))
+
+    @property
     def uniform_shedder_overshoot(self) -> float:
         """Before PR #21906 (4.1.0) UniformLoadShedder let a bundle exceed the budget by 1000."""
         return 0.0 if self.at_least(4, 1) else 1000.0

@@ -15,15 +15,21 @@ from tests.differential.test_differential import SEED, _count, _mismatches, _rep
 pytestmark = [pytest.mark.differential, pytest.mark.slow]
 
 RELEASE_CASES = int(os.environ.get("DIFFERENTIAL_RELEASE_CASES", "200"))
-KINDS = ("shed", "splitCandidates", "splitPositions", "transfer", "extensibleSplit", "extensiblePlacement")
+KINDS = (
+    "shed",
+    "splitCandidates",
+    "splitPositions",
+    "transfer",
+    "extensibleSplit",
+    "extensiblePlacement",
+    "cycle",
+    "avgShedderSort",
+)
 
 
 # What the first full slow run found, kept visible (strict: a release that starts agreeing fails the run, so its
 # entry is removed). docs/fidelity.md, "Every release on Maven Central".
 KNOWN = {
-    "3.0.0": "UniformLoadShedder before its 3.0.2 rewrite (one overloaded broker by msg rate or throughput) is not "
-    "modelled",
-    "3.1.0": "UniformLoadShedder before its rewrite (as in 3.0.0) is not modelled",
     "4.0.2": "Maven Central lacks pulsar-common 4.0.2",
     "4.0.4": "Maven Central lacks pulsar-broker-common 4.0.4",
     "4.0.5": "Maven Central lacks pulsar-broker-common 4.0.5",

@@ -1,5 +1,5 @@
-"""Java's numeric and sort semantics where Python's differ: saturating casts, NaN in max, and List.sort with a
-comparator that is not transitive (AvgShedder's `(int)(a - b)` before 4.2)."""
+"""Java's numeric and sort semantics where Python's differ: saturating casts, NaN in max, List.sort with a
+comparator that is not transitive (AvgShedder's `(int)(a - b)` before 4.2), and a ConcurrentHashMap's order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 import pytest
 
 from planner.config import PulsarConfig
-from planner.java_numbers import INT_MAX, java_int, java_max, java_sort
+from planner.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, java_max, java_sort, java_string_hash
 from planner.plan.broker_score import max_resource_usage_with_weight
 from planner.plan.shedding.avg_shedder import sort_brokers
 from tests.builders import broker
@@ -55,3 +55,37 @@ def test_a_nan_usage_is_skipped_by_javas_max():
     odd = broker(cpu=(1, 1e-50), bandwidth_in=(40, 100))
     weights = PulsarConfig.from_settings({"loadBalancerCPUResourceWeight": "0"}).resource_weights
     assert max_resource_usage_with_weight(odd, weights) == pytest.approx(0.4)
+
+
+# Printed by OpenJDK 17 (jshell): `String.join(",", map.keySet())` after the puts.
+JAVA_ORDER_13 = (
+    "10.0.6.81:8080,10.0.1.62:8080,10.0.8.93:8080,10.0.12.50:8080,10.0.3.89:8080,"
+    "10.0.2.27:8080,10.0.10.23:8080,10.0.0.0:8080,10.0.11.85:8080,10.0.4.54:8080,"
+    "10.0.9.58:8080,10.0.5.19:8080,10.0.7.31:8080"
+)
+JAVA_ORDER_40 = (
+    "10.0.4.69:8080,10.0.0.30:8080,10.0.8.93:8080,10.0.5.49:8080,10.0.12.50:8080,"
+    "10.0.7.46:8080,10.0.9.88:8080,10.0.3.89:8080,10.0.2.27:8080,10.0.10.23:8080,"
+    "10.0.9.73:8080,10.0.11.85:8080,10.0.1.92:8080,10.0.3.22:8080,10.0.11.18:8080,"
+    "10.0.2.57:8080,10.0.9.58:8080,10.0.2.42:8080,10.0.10.38:8080,10.0.12.65:8080,"
+    "10.0.6.14:8080,10.0.4.84:8080,10.0.6.81:8080,10.0.1.62:8080,10.0.0.15:8080,"
+    "10.0.12.80:8080,10.0.5.34:8080,10.0.8.11:8080,10.0.7.61:8080,10.0.1.77:8080,"
+    "10.0.11.3:8080,10.0.0.45:8080,10.0.0.0:8080,10.0.4.54:8080,10.0.3.7:8080,10.0.6.96:8080,"
+    "10.0.10.53:8080,10.0.8.26:8080,10.0.5.19:8080,10.0.7.31:8080"
+)
+
+
+def test_string_hash_is_javas():
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB")  # a known collision
+    assert java_string_hash("x" * 40) == 847293440  # wrapped many times (jshell)
+
+
+def test_concurrent_hash_map_order_is_javas_through_resizes_and_collisions():
+    keys = [f"10.0.{i * 7 % 13}.{i * 31 % 97}:8080" for i in range(40)]
+    assert ",".join(concurrent_hash_map_order(keys[:13])) == JAVA_ORDER_13  # one resize, 16 -> 32 bins
+    assert ",".join(concurrent_hash_map_order(keys)) == JAVA_ORDER_40  # and 32 -> 64
+    # Equal hashes share a bin in put order; "C#" and "Bb" are in the next bins.
+    colliding = ["Aa", "BB", "AaAa", "BBBB", "AaBB", "BBAa", "C#", "Bb"]
+    assert concurrent_hash_map_order(colliding) == ["Aa", "BB", "C#", "Bb", "AaAa", "BBBB", "AaBB", "BBAa"]
+    assert concurrent_hash_map_order(["b", "a", "b"]) == ["a", "b"]  # a second put keeps its place

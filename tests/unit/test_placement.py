@@ -9,6 +9,8 @@ from planner.java_numbers import INT_MAX
 from planner.plan.load_manager_shared import remove_most_servicing_brokers_for_namespace
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
+from planner.plan.placement.pipeline import PlacementSession
+from planner.plan.placement.pipeline import select_broker as place
 from planner.plan.placement.round_robin_broker_selector import RoundRobinState, select_broker
 from tests.builders import broker, bundle, bundle_data, load_data
 
@@ -141,3 +143,23 @@ def test_v18_least_resource_usage_with_weight_sequence():
     preset = LeastResourceUsageWithWeightState({"1:8080": 0.1, "2:8080": 0.3, "4:8080": 0.05})
     chosen, _ = select(three, lruww_data({"1": 10, "2": 30, "3": 60}), config, preset, rng)
     assert chosen == "1:8080"
+
+
+def test_an_excluded_namespaces_round_robin_pick_that_is_overloaded_is_picked_again_by_the_placement_strategy():
+    """selectBroker checks whichever pick it made against the overload threshold, round robin's too, and picks again
+    with the placement strategy over all allowed brokers (Pulsar 4.2.4's ModularLoadManagerImpl)."""
+    data = load_data(
+        {
+            "a:8080": broker(cpu=(95, 100), rate_in=100),  # round robin's first pick, over the threshold
+            "b:8080": broker(cpu=(10, 100), rate_in=50),
+            "c:8080": broker(cpu=(10, 100), rate_in=10),  # the least traffic
+        }
+    )
+    settings = {"pulsarVersion": "4.2.4", "loadBalancerSheddingExcludedNamespaces": "tenant/pinned"}
+    config = PulsarConfig.from_settings(settings)
+    session = PlacementSession(random.Random(0), round_robin=RoundRobinState(0))
+    assert place(bundle(1, "tenant/pinned"), data, config, session, preallocate=False) == "c:8080"
+    # Under the threshold round robin's pick stands.
+    calm = PulsarConfig.from_settings({**settings, "loadBalancerBrokerOverloadedThresholdPercentage": "99"})
+    session = PlacementSession(random.Random(0), round_robin=RoundRobinState(0))
+    assert place(bundle(1, "tenant/pinned"), data, calm, session, preallocate=False) == "a:8080"

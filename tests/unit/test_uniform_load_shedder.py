@@ -115,3 +115,26 @@ def test_disabled_thresholds_shed_nothing():
         "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": "0",
     }
     assert shed(data, settings).unloads == ()
+
+
+def issue_21016_cluster():
+    """apache/pulsar#21016's five brokers (msg/s and MB/s): broker2 leads both, broker3 has the most bytes."""
+    loads = {0: (50000, 50), 1: (60000, 60), 2: (70000, 70), 3: (10000, 80), 4: (20000, 10)}
+    brokers, bundles = {}, {}
+    for index, (rate, megabytes) in loads.items():
+        names = [bundle(2 * index), bundle(2 * index + 1)]
+        brokers[f"broker{index}:8080"] = broker(rate_in=rate, throughput_in=megabytes * MIB, bundles=names)
+        bundles.update({names[0]: bundle_data(rate * 0.6, 0, megabytes * MIB * 0.6, 0)})
+        bundles.update({names[1]: bundle_data(rate * 0.4, 0, megabytes * MIB * 0.4, 0)})
+    return load_data(brokers, bundles)
+
+
+def test_before_pr_21025_the_extremes_depend_on_the_leaders_map_order():
+    """3.0.0, 3.0.1 and 3.1.0 take as overloaded the last broker, in ConcurrentHashMap order (broker4, 1, 2, 3, 0
+    here), that beats the highest msg rate OR throughput so far, and as underloaded likewise: both end at broker0,
+    so the spread seen is none and nothing is unloaded. From 3.0.2 and 3.1.1 broker2, the busiest, sheds."""
+    settings = {**SMALL_TRAFFIC, "maxUnloadPercentage": "0.9"}
+    for version, sources in [("3.0.0", set()), ("3.1.0", set()), ("3.0.2", {"broker2:8080"}),
+                             ("3.1.1", {"broker2:8080"}), ("4.2.4", {"broker2:8080"})]:  # fmt: skip
+        outcome = shed(issue_21016_cluster(), {**settings, "pulsarVersion": version})
+        assert {unload.broker for unload in outcome.unloads} == sources, version

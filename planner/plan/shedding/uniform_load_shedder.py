@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.config import PulsarConfig
-from planner.java_numbers import INT_MAX, java_int, wrap_int32
+from planner.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, wrap_int32
 from planner.model import LoadData
 from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
@@ -63,8 +63,8 @@ class Spread:
     throughput_hit: bool
 
 
-def measure(load_data: LoadData, config: PulsarConfig) -> Spread:
-    found = _extremes(load_data)
+def measure(load_data: LoadData, config: PulsarConfig, found: _Extremes | None = None) -> Spread:
+    found = found or _extremes(load_data)
     min_rate = 1.0 if abs(found.min_rate) <= _ZERO else found.min_rate
     min_throughput = 1.0 if abs(found.min_throughput) <= _ZERO else found.min_throughput
     rate_difference_percent = (found.max_rate - min_rate) * 100 / min_rate
@@ -82,8 +82,31 @@ def measure(load_data: LoadData, config: PulsarConfig) -> Spread:
     )
 
 
+def _extremes_before_pr_21025(load_data: LoadData) -> _Extremes:
+    """The pass before PR #21025: a broker whose msg rate OR throughput beats the highest so far becomes the
+    overloaded one and sets both highest values (the lowest likewise), so the answer depends on the order of the
+    leader's ConcurrentHashMap. That order is taken as the map's after `put`s in the load data's broker order."""
+    max_rate = max_throughput = -1.0
+    min_rate = min_throughput = float(INT_MAX)
+    overloaded = None
+    for broker_id in concurrent_hash_map_order(list(load_data.brokers)):
+        broker = load_data.brokers[broker_id]
+        rate, throughput = broker.msg_rate, broker.msg_throughput
+        if rate > max_rate or throughput > max_throughput:
+            overloaded, max_rate, max_throughput = broker_id, rate, throughput
+        if rate < min_rate or throughput < min_throughput:
+            min_rate, min_throughput = rate, throughput
+    return _Extremes(max_rate, overloaded, min_rate, max_throughput, overloaded, min_throughput)
+
+
+def _measure(load_data: LoadData, config: PulsarConfig) -> Spread:
+    if config.pulsar_version.uniform_shedder_before_pr_21025:
+        return measure(load_data, config, _extremes_before_pr_21025(load_data))
+    return measure(load_data, config)
+
+
 def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state: None = None) -> SheddingOutcome[None]:
-    spread = measure(load_data, config)
+    spread = _measure(load_data, config)
     found, min_rate, min_throughput = spread.extremes, spread.min_rate, spread.min_throughput
     rate_hit, throughput_hit = spread.rate_hit, spread.throughput_hit
     if not rate_hit and not throughput_hit:
@@ -100,7 +123,13 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
     criterion = "msgRate" if by_rate else "throughput"
     if source is None or len(load_data.brokers[source].bundles) <= 1:
         return SheddingOutcome((), None, (f"{source}: {criterion} spread found but it has at most one bundle",))
-    if budget < minimum:
+    if config.pulsar_version.uniform_shedder_before_pr_21025:
+        # Either minimum lets it unload, whichever criterion is over its threshold.
+        rate_budget = java_int((found.max_rate - min_rate) * config.max_unload_percentage)
+        throughput_budget = java_int((found.max_throughput - min_throughput) * config.max_unload_percentage)
+        if rate_budget < config.min_unload_message and throughput_budget < config.min_unload_message_throughput:
+            return SheddingOutcome((), None, (f"{source}: msgRate and throughput to move are below their minimums",))
+    elif budget < minimum:
         return SheddingOutcome((), None, (f"{source}: {criterion} to move ({budget}) is below the minimum {minimum}",))
 
     candidates = [
@@ -111,6 +140,8 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
         for bundle, data in sheddable_bundles(load_data, source, config.pulsar_version)
     ]
     overshoot = int(config.pulsar_version.uniform_shedder_overshoot)
+    if config.pulsar_version.uniform_shedder_before_pr_21025 and not by_rate:
+        overshoot = 0  # the 1000 of slack was for msg rates only then
     cap = config.max_unload_bundle_num_per_shedding
     remaining = budget
     selected: list[str] = []

@@ -139,9 +139,7 @@ public final class Harness {
      * and bundle data deserialized by Pulsar's own object mapper, as the leader reads them from the metadata store.
      */
     static LoadData loadData(JsonNode testCase) throws Exception {
-        JsonNode document = testCase.has("loadDataFile")
-                ? MAPPER.readTree(Path.of(testCase.path("loadDataFile").asText()).toFile())
-                : testCase.path("loadData");
+        JsonNode document = document(testCase);
         LoadData loadData = new LoadData();
         for (Map.Entry<String, JsonNode> e : iterable(document.path("brokers").fields())) {
             LocalBrokerData local = MAPPER.treeToValue(e.getValue(), LocalBrokerData.class);
@@ -154,6 +152,19 @@ public final class Harness {
             loadData.getRecentlyUnloadedBundles().put(e.getKey(), e.getValue().asLong());
         }
         return loadData;
+    }
+
+    static JsonNode document(JsonNode testCase) throws Exception {
+        return testCase.has("loadDataFile")
+                ? MAPPER.readTree(Path.of(testCase.path("loadDataFile").asText()).toFile())
+                : testCase.path("loadData");
+    }
+
+    /** The brokers in the order the case's LoadData lists them: the order the leader's map is filled in. */
+    static List<String> brokerOrder(JsonNode testCase) throws Exception {
+        List<String> order = new ArrayList<>();
+        document(testCase).path("brokers").fieldNames().forEachRemaining(order::add);
+        return order;
     }
 
     // --- shedding ---------------------------------------------------------------------------------------------
@@ -171,8 +182,8 @@ public final class Harness {
             try {
                 LoadSheddingStrategy strategy = (LoadSheddingStrategy) Class.forName(STRATEGY_PACKAGE + e.getKey())
                         .getDeclaredConstructor().newInstance();
-                shed(strategy, e.getValue().asInt(), loadData, testCase.path("absentBrokers"), conf,
-                        strategyResult.putArray("runs"));
+                shed(strategy, e.getValue().asInt(), loadData, brokerOrder(testCase), testCase.path("absentBrokers"),
+                        conf, strategyResult.putArray("runs"));
             } catch (Exception error) {
                 strategyResult.removeAll();
                 strategyResult.put("error", error.getClass().getSimpleName() + ": " + error.getMessage());
@@ -181,15 +192,21 @@ public final class Harness {
     }
 
     /**
-     * Each run sees the case's LoadData minus the brokers {@code "absentBrokers"[run]} lists, and is preceded by
+     * Each run sees the case's LoadData minus the brokers {@code "absentBrokers"[run]} lists (its map filled in the
+     * case's broker order), and is preceded by
      * onActiveBrokersChange with the brokers present, as the leader's updateAll does before a shedding cycle.
      */
-    static void shed(LoadSheddingStrategy strategy, int numRuns, LoadData all, JsonNode absentBrokers,
-                     ServiceConfiguration conf, ArrayNode runs) throws Exception {
+    static void shed(LoadSheddingStrategy strategy, int numRuns, LoadData all, List<String> brokerOrder,
+                     JsonNode absentBrokers, ServiceConfiguration conf, ArrayNode runs) throws Exception {
         for (int run = 0; run < numRuns; run++) {
             LoadData loadData = new LoadData();
-            loadData.getBrokerData().putAll(all.getBrokerData());
-            absentBrokers.path(run).forEach(broker -> loadData.getBrokerData().remove(broker.asText()));
+            Set<String> absent = new HashSet<>();
+            absentBrokers.path(run).forEach(broker -> absent.add(broker.asText()));
+            for (String broker : brokerOrder) { // put one by one, as the leader fills its map
+                if (!absent.contains(broker)) {
+                    loadData.getBrokerData().put(broker, all.getBrokerData().get(broker));
+                }
+            }
             loadData.getBundleData().putAll(all.getBundleData());
             loadData.getRecentlyUnloadedBundles().putAll(all.getRecentlyUnloadedBundles());
             strategy.onActiveBrokersChange(new HashSet<>(loadData.getBrokerData().keySet()));
@@ -542,7 +559,9 @@ public final class Harness {
         long shift = System.currentTimeMillis() - testCase.path("now").asLong();
         ModularLoadManagerImpl manager = new ModularLoadManagerImpl();
         LoadData loadData = privateField(manager, "loadData");
-        loadData.getBrokerData().putAll(given.getBrokerData());
+        for (String broker : brokerOrder(testCase)) {
+            loadData.getBrokerData().put(broker, given.getBrokerData().get(broker));
+        }
         loadData.getBundleData().putAll(given.getBundleData());
         given.getRecentlyUnloadedBundles().forEach((bundle, at) ->
                 loadData.getRecentlyUnloadedBundles().put(bundle, at + shift));
