@@ -207,6 +207,7 @@ def make_plan(
 
     Placement draws among equally good brokers with `placement_rng`, or with a generator seeded from `seed`."""
     strategy = shedding_strategy(strategy_name)
+    strategy.require_available(config)  # with one broker too: such a broker would not start
     config = placement_config(strategy, config)
     if now_millis is not None:
         load_data = remove_expired_recently_unloaded(load_data, now_millis, config.shedding_grace_period_millis)

@@ -107,8 +107,15 @@ class JavaHarness:
         return self.start(cases, workdir).results()
 
 
-# The modules that hold the load-balancing code; see _build_mixed.
-PULSAR_MODULES = ("pulsar-broker", "pulsar-broker-common", "pulsar-common", "pulsar-client-admin-api")
+# The modules that hold the load-balancing code, and the metadata store the cycle cases run on (it is built against
+# its release's pulsar-common); see _build_mixed.
+PULSAR_MODULES = (
+    "pulsar-broker",
+    "pulsar-broker-common",
+    "pulsar-common",
+    "pulsar-client-admin-api",
+    "pulsar-metadata",
+)
 
 
 def _maven(arguments: list[str]) -> str | None:

@@ -227,6 +227,10 @@ def cycle_runs(result: dict[str, Any]) -> Any:
 def avg_shedder_sort(case: dict[str, Any], version: str, arrival: Sequence[str] | None = None) -> dict[str, Any]:
     """AvgShedder's broker scores and its sorted broker list, the brokers handed to the sort in `arrival` order."""
     config = config_for(case, version)
+    try:
+        shedding_strategy(avg_shedder.NAME).require_available(config)
+    except InputError as error:
+        return {"error": str(error), "version": version}
     scores = avg_shedder.broker_scores(load_data_of(case), config)
     return {"scores": scores, "sorted": avg_shedder.sort_brokers(scores, config, arrival), "version": version}
 

@@ -56,11 +56,15 @@ class SheddingStrategy:
     ) -> SheddingOutcome[Any]:
         if self.extensible:
             raise InputError(f"{self.name} runs on the extensible load manager: it takes ExtensibleLoadData")
-        if self.name == avg_shedder.NAME and not config.pulsar_version.has_avg_shedder:
-            raise InputError(f"AvgShedder does not exist in Pulsar {config.pulsar_version} (3.0.6, 3.2.4, 3.3.1, 4.x)")
+        self.require_available(config)
         if self.uses_usage_models:
             return self.find_bundles_for_unloading(load_data, config, state, usage_models)
         return self.find_bundles_for_unloading(load_data, config, state)
+
+    def require_available(self, config: PulsarConfig) -> None:
+        """Refuse a strategy the configured release does not ship, as its broker fails to start with it."""
+        if self.name == avg_shedder.NAME and not config.pulsar_version.has_avg_shedder:
+            raise InputError(f"AvgShedder does not exist in Pulsar {config.pulsar_version} (3.0.6, 3.2.4, 3.3.1, 4.x)")
 
     def run_extensible(
         self, load_data: ExtensibleLoadData, config: PulsarConfig, state: Any, now_millis: int

@@ -90,7 +90,8 @@ final class StubServices {
 
     /**
      * An admin client that records each {@code namespaces().unloadNamespaceBundle(namespace, range, destination)}
-     * as {namespace, range, destination}, in call order; anything else is unsupported.
+     * as {namespace, range, destination} (destination null for the two-argument call), in call order; anything else
+     * is unsupported.
      */
     static PulsarAdmin admin(List<String[]> unloadCalls) {
         var namespaces = (org.apache.pulsar.client.admin.Namespaces) Proxy.newProxyInstance(
@@ -98,6 +99,11 @@ final class StubServices {
                 (proxy, method, args) -> {
                     if (method.getName().equals("unloadNamespaceBundle") && args != null && args.length == 3) {
                         unloadCalls.add(new String[]{(String) args[0], (String) args[1], (String) args[2]});
+                        return null;
+                    }
+                    if (method.getName().equals("unloadNamespaceBundle") && args != null && args.length == 2) {
+                        // 3.0.0 unloads without a destination: the next lookup places the bundle.
+                        unloadCalls.add(new String[]{(String) args[0], (String) args[1], null});
                         return null;
                     }
                     throw new UnsupportedOperationException(method.getName());
