@@ -50,38 +50,6 @@ def _extremes(load_data: LoadData) -> _Extremes:
     return _Extremes(max_rate, max_rate_broker, min_rate, max_throughput, max_throughput_broker, min_throughput)
 
 
-@dataclass(frozen=True, slots=True)
-class Spread:
-    """What UniformLoadShedder compares with its thresholds (the plan's balance summary quotes it too)."""
-
-    extremes: _Extremes
-    min_rate: float  # the lowest broker's msg/s, 1 when it is about 0
-    min_throughput: float
-    rate_difference_percent: float  # (highest - lowest msg/s) in percent of the lowest
-    throughput_multiplier: float  # highest / lowest bytes/s
-    rate_hit: bool
-    throughput_hit: bool
-
-
-def measure(load_data: LoadData, config: PulsarConfig, found: _Extremes | None = None) -> Spread:
-    found = found or _extremes(load_data)
-    min_rate = 1.0 if abs(found.min_rate) <= _ZERO else found.min_rate
-    min_throughput = 1.0 if abs(found.min_throughput) <= _ZERO else found.min_throughput
-    rate_difference_percent = (found.max_rate - min_rate) * 100 / min_rate
-    throughput_multiplier = found.max_throughput / min_throughput
-    rate_threshold = config.msg_rate_difference_shedder_threshold
-    multiplier_threshold = config.msg_throughput_multiplier_difference_shedder_threshold
-    return Spread(
-        found,
-        min_rate,
-        min_throughput,
-        rate_difference_percent,
-        throughput_multiplier,
-        rate_hit=rate_threshold > 0 and rate_difference_percent > rate_threshold,
-        throughput_hit=multiplier_threshold > 0 and throughput_multiplier > multiplier_threshold,
-    )
-
-
 def _extremes_before_pr_21025(load_data: LoadData) -> _Extremes:
     """The pass before PR #21025: a broker whose msg rate OR throughput beats the highest so far becomes the
     overloaded one and sets both highest values (the lowest likewise), so the answer depends on the order of the
@@ -99,14 +67,43 @@ def _extremes_before_pr_21025(load_data: LoadData) -> _Extremes:
     return _Extremes(max_rate, overloaded, min_rate, max_throughput, overloaded, min_throughput)
 
 
-def _measure(load_data: LoadData, config: PulsarConfig) -> Spread:
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """What UniformLoadShedder compares with its thresholds (the plan's balance summary quotes it too)."""
+
+    extremes: _Extremes
+    min_rate: float  # the lowest broker's msg/s, 1 when it is about 0
+    min_throughput: float
+    rate_difference_percent: float  # (highest - lowest msg/s) in percent of the lowest
+    throughput_multiplier: float  # highest / lowest bytes/s
+    rate_hit: bool
+    throughput_hit: bool
+
+
+def measure(load_data: LoadData, config: PulsarConfig) -> Spread:
     if config.pulsar_version.uniform_shedder_before_pr_21025:
-        return measure(load_data, config, _extremes_before_pr_21025(load_data))
-    return measure(load_data, config)
+        found = _extremes_before_pr_21025(load_data)
+    else:
+        found = _extremes(load_data)
+    min_rate = 1.0 if abs(found.min_rate) <= _ZERO else found.min_rate
+    min_throughput = 1.0 if abs(found.min_throughput) <= _ZERO else found.min_throughput
+    rate_difference_percent = (found.max_rate - min_rate) * 100 / min_rate
+    throughput_multiplier = found.max_throughput / min_throughput
+    rate_threshold = config.msg_rate_difference_shedder_threshold
+    multiplier_threshold = config.msg_throughput_multiplier_difference_shedder_threshold
+    return Spread(
+        found,
+        min_rate,
+        min_throughput,
+        rate_difference_percent,
+        throughput_multiplier,
+        rate_hit=rate_threshold > 0 and rate_difference_percent > rate_threshold,
+        throughput_hit=multiplier_threshold > 0 and throughput_multiplier > multiplier_threshold,
+    )
 
 
 def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state: None = None) -> SheddingOutcome[None]:
-    spread = _measure(load_data, config)
+    spread = measure(load_data, config)
     found, min_rate, min_throughput = spread.extremes, spread.min_rate, spread.min_throughput
     rate_hit, throughput_hit = spread.rate_hit, spread.throughput_hit
     if not rate_hit and not throughput_hit:
