@@ -132,8 +132,9 @@ def percent_usage(resource: Usage) -> float:
 
 def java_string_hash(text: str) -> int:
     """`String.hashCode()`: 31-based over UTF-16 code units, wrapped to an int."""
+    encoded = text.encode("utf-16-le")
     value = 0
-    for unit in struct.unpack(f"<{len(text.encode('utf-16-le')) // 2}H", text.encode("utf-16-le")):
+    for unit in struct.unpack(f"<{len(encoded) // 2}H", encoded):
         value = (31 * value + unit) & 0xFFFFFFFF
     return wrap_int32(value)
 

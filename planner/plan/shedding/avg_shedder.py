@@ -92,7 +92,7 @@ def sort_brokers(scores: Mapping[str, float], config: PulsarConfig, arrival: Seq
     """Brokers by ascending score. The sort starts from `arrival`, the order the scores reach it (in Pulsar its
     HashMap's, which a plan cannot know: by broker id when not given), which decides ties (spec §2.2) and, with the
     truncating comparator, the order of near-ties."""
-    by_id = list(arrival) if arrival is not None else sorted(scores)
+    start = list(arrival) if arrival is not None else sorted(scores)
     if config.pulsar_version.avg_shedder_truncating_comparator:
         # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal". The cast
         # saturates in Java (an infinite score is Integer.MAX_VALUE above the rest, NaN compares equal), and the
@@ -100,8 +100,8 @@ def sort_brokers(scores: Mapping[str, float], config: PulsarConfig, arrival: Seq
         def compare(first: str, second: str) -> int:
             return java_int(scores[first] - scores[second])
 
-        return java_sort(by_id, compare)
-    return sorted(by_id, key=lambda broker: scores[broker])
+        return java_sort(start, compare)
+    return sorted(start, key=lambda broker: scores[broker])
 
 
 def find_bundles_for_unloading(
