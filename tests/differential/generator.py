@@ -49,7 +49,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from planner.config import PulsarConfig
+from planner.config import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER, PulsarConfig
 from planner.model import LocalBrokerData
 from planner.plan.broker_score import broker_usage
 from planner.versions import PulsarVersion
@@ -782,8 +782,6 @@ def extensible_placement_case(seed: int) -> dict[str, Any]:
 
 CYCLE_NOW = 1_790_000_000_000  # shed_case's clock; the harness shifts the case's times to its own
 IMPL_PACKAGE = "org.apache.pulsar.broker.loadbalance.impl."
-MODULAR_LOAD_MANAGER = IMPL_PACKAGE + "ModularLoadManagerImpl"
-EXTENSIBLE_LOAD_MANAGER = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 
 
 def _drop_bundles(load_data: dict[str, Any], dropped: Callable[[str], bool]) -> None:
@@ -838,8 +836,7 @@ def cycle_case(seed: int, version: str = "latest") -> dict[str, Any]:
     if rng.random() < 0.25:  # a broker of another load manager (a migration), or one too old to say
         for broker in rng.sample(sorted(brokers), rng.randint(1, min(2, len(brokers)))):
             if rng.random() < 0.5:
-                report = brokers[broker]
-                report.pop("loadManagerClassName")
+                brokers[broker].pop("loadManagerClassName")
             else:
                 brokers[broker]["loadManagerClassName"] = EXTENSIBLE_LOAD_MANAGER
     if rng.random() < 0.1:  # a broker for non-persistent topics only

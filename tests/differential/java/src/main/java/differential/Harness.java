@@ -596,16 +596,19 @@ public final class Harness {
                     .getDeclaredConstructor().newInstance();
         }
         TieBreak tieBreak = new TieBreak(placement);
-        setField(manager, "pulsar", pulsar);
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "pulsar", pulsar);
         if (hasField(manager, "pulsarResources")) { // from 3.1
-            setField(manager, "pulsarResources", pulsar.getPulsarResources());
+            StubServices.setField(ModularLoadManagerImpl.class, manager, "pulsarResources",
+                    pulsar.getPulsarResources());
         }
-        setField(manager, "conf", conf);
-        setField(manager, "brokersData", registry(brokers));
-        setField(manager, "placementStrategy", tieBreak);
-        setField(manager, "policies", new SimpleResourceAllocationPolicies(pulsar));
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "conf", conf);
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "brokersData", registry(brokers));
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "placementStrategy", tieBreak);
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "policies",
+                new SimpleResourceAllocationPolicies(pulsar));
         if (hasField(manager, "sheddingExcludedNamespaceSelectionStrategy")) {
-            setField(manager, "sheddingExcludedNamespaceSelectionStrategy", new RoundRobinBrokerSelector());
+            StubServices.setField(ModularLoadManagerImpl.class, manager, "sheddingExcludedNamespaceSelectionStrategy",
+                    new RoundRobinBrokerSelector());
         }
         List<Integer> selected = new ArrayList<>();
         LoadSheddingStrategy counted = new LoadSheddingStrategy() { // counts what the strategy chose
@@ -617,7 +620,7 @@ public final class Harness {
             }
         };
         if (hasField(manager, "loadSheddingStrategy")) {
-            setField(manager, "loadSheddingStrategy", counted);
+            StubServices.setField(ModularLoadManagerImpl.class, manager, "loadSheddingStrategy", counted);
         } else { // before 4.0: a pipeline of one strategy
             List<LoadSheddingStrategy> pipeline = privateField(manager, "loadSheddingPipeline");
             pipeline.add(counted);
@@ -761,11 +764,5 @@ public final class Harness {
 
     private static boolean hasField(Object target, String name) {
         return Arrays.stream(target.getClass().getDeclaredFields()).anyMatch(field -> field.getName().equals(name));
-    }
-
-    private static void setField(Object target, String name, Object value) throws ReflectiveOperationException {
-        Field field = target.getClass().getDeclaredField(name);
-        field.setAccessible(true);
-        field.set(target, value);
     }
 }
