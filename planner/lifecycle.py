@@ -4,7 +4,9 @@ transition table. The store, the executor, the review pages and the DAG tasks al
 
 Plan:      pending → approved | rejected | expired;  empty (no actions) is final;
            approved → executing | expired;  executing → executed | partial | expired;
-           partial → executing (a rerun) | expired.
+           partial → executing (a rerun) | expired;
+           executed | partial | executing | expired → rolled-back when a rollback of it starts executing
+           (final: a rolled-back plan is never resumed).
 Attempt:   one row per attempt at one action. `sending` is written and committed *before* the request
            leaves, so a run that dies finds it and knows the request may have reached the broker;
            `sent` is written once the broker accepted; `unknown` when the answer was lost (timeout after
@@ -36,18 +38,22 @@ class PlanStatus(StrEnum):
     PARTIAL = "partial"
     EXPIRED = "expired"
     EMPTY = "empty"
+    ROLLED_BACK = "rolled-back"
 
 
 PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType(
     {
         PlanStatus.PENDING: frozenset({PlanStatus.APPROVED, PlanStatus.REJECTED, PlanStatus.EXPIRED}),
         PlanStatus.APPROVED: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED}),
-        PlanStatus.EXECUTING: frozenset({PlanStatus.EXECUTED, PlanStatus.PARTIAL, PlanStatus.EXPIRED}),
-        PlanStatus.PARTIAL: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED}),
+        PlanStatus.EXECUTING: frozenset(
+            {PlanStatus.EXECUTED, PlanStatus.PARTIAL, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}
+        ),
+        PlanStatus.PARTIAL: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}),
         PlanStatus.REJECTED: frozenset(),
-        PlanStatus.EXECUTED: frozenset(),
-        PlanStatus.EXPIRED: frozenset(),
+        PlanStatus.EXECUTED: frozenset({PlanStatus.ROLLED_BACK}),
+        PlanStatus.EXPIRED: frozenset({PlanStatus.ROLLED_BACK}),
         PlanStatus.EMPTY: frozenset(),
+        PlanStatus.ROLLED_BACK: frozenset(),
     }
 )
 

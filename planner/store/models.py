@@ -34,6 +34,11 @@ class Cluster(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     admin_url: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    # The cluster's execution claim (planner.execute.executor): one plan at a time sends to a cluster.
+    execution_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    execution_plan_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    execution_holder: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    execution_lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class Snapshot(Base):
@@ -129,6 +134,11 @@ class Approval(Base):
     source: Mapped[str] = mapped_column(String(50), default="airflow")  # where the decision was taken
     decided_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     actions_hash: Mapped[str] = mapped_column(String(64))
+    # What the decision binds: an executor may shorten the TTL and resume window, never extend them, and runs
+    # only within these windows (None: decided before they were bound; the executor's settings apply).
+    ttl_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resume_window_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    execution_windows: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
 
 
 class ActionExecution(Base):
@@ -142,6 +152,8 @@ class ActionExecution(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # When the request's answer came or was given up on: the settle time of an attempt in doubt counts from it.
+    request_ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     status: Mapped[str] = mapped_column(String(30))  # planner.lifecycle.AttemptStatus
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
