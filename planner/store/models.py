@@ -1,7 +1,8 @@
 """The planner's tables (SQLAlchemy 2.x typed models). Alembic migrations create them.
 
 The database holds state and history: clusters, snapshot registry, strategy state, plans and their
-actions, approvals, execution attempts, recently unloaded bundles, and an append-only audit log.
+actions, approvals, execution attempts, recently unloaded bundles, and an audit log; approvals, attempts and the
+audit log are append-only (the database refuses to delete them or rewrite what they record).
 Bulk samples live in the Parquet dataset, raw responses in compressed archives.
 """
 
@@ -124,6 +125,8 @@ class PlanAction(Base):
 
 
 class Approval(Base):
+    """A decision on a plan. Append-only: the migration installs triggers that refuse UPDATE and DELETE."""
+
     __tablename__ = "approvals"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -142,7 +145,8 @@ class Approval(Base):
 
 
 class ActionExecution(Base):
-    """One attempt at one action; retries add rows, so the history of every attempt is kept."""
+    """One attempt at one action; retries add rows, so the history of every attempt is kept. The migration's
+    triggers refuse DELETE, and UPDATE except of the outcome (status, error, finish times) of an attempt in doubt."""
 
     __tablename__ = "action_executions"
     __table_args__ = (UniqueConstraint("action_id", "attempt"),)

@@ -7,13 +7,14 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
-from planner.store.models import AuditEvent, audit_event
+from planner.store.models import ActionExecution, Approval, AuditEvent, audit_event
 from tests.unit import test_collector_and_store as on_sqlite
 
 pytestmark = pytest.mark.integration
 
 cluster = on_sqlite.cluster
 test_audit_log_is_append_only = on_sqlite.test_audit_log_is_append_only
+test_approvals_and_attempts_are_append_only = on_sqlite.test_approvals_and_attempts_are_append_only
 test_collect_records_archive_samples_and_snapshot = on_sqlite.test_collect_records_archive_samples_and_snapshot
 test_load_data_replays_snapshots_through_pulsars_sample_rule = (
     on_sqlite.test_load_data_replays_snapshots_through_pulsars_sample_rule
@@ -54,3 +55,13 @@ def test_the_audit_log_refuses_truncate_on_postgresql(store):
         session.execute(text("TRUNCATE audit_log"))
     with store.session() as session:
         assert session.scalar(select(func.count()).select_from(AuditEvent)) == 1
+
+
+def test_approvals_and_attempts_refuse_truncate_on_postgresql(store):
+    on_sqlite._approved_plan_with_attempts(store)
+    for table in ("approvals", "action_executions"):
+        with pytest.raises(DBAPIError, match=f"{table} is append-only"), store.session() as session:
+            session.execute(text(f"TRUNCATE {table} CASCADE"))
+    with store.session() as session:
+        assert session.scalar(select(func.count()).select_from(Approval)) == 1
+        assert session.scalar(select(func.count()).select_from(ActionExecution)) == 2

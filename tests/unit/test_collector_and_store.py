@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import gzip
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select, text, update
 
 from planner import storage
+from planner.approval.decisions import record_decision
+from planner.audit.plan_records import commit_plan, show_plan
 from planner.collect.admin_client import AdminAuth, PulsarAdminClient
 from planner.collect.collector import (
     abandon_stale_snapshots,
@@ -26,7 +28,7 @@ from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
 from planner.samples.dataset import read_dataset, read_samples, samples_root
 from planner.samples.reports import SnapshotReports
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
-from planner.store.models import AuditEvent, Base, Snapshot
+from planner.store.models import ActionExecution, Approval, AuditEvent, Base, PlanAction, Snapshot
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 
 TOKEN = "tok-3f9a1c55-secret-value"
@@ -95,6 +97,58 @@ def test_audit_log_is_append_only(store):
         with pytest.raises(Exception, match="append-only"), store.session() as session:
             session.execute(text(statement))
     assert count(store, AuditEvent) == 1
+
+
+def _approved_plan_with_attempts(store) -> tuple[int, int, int]:
+    """An approved plan of one unload with a final attempt and one in flight: (plan, final, sending) ids."""
+    unload = {"kind": "unload", "bundle": BUNDLE_A, "source": "a:8080", "destination": "b:8080"}
+    document = {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload], "stateAfter": {}}
+    plan_id = commit_plan(store, document, admin_url="http://127.0.0.1:9", run_key="r1", expected_version=0).plan_id
+    record_decision(
+        store, plan_id, approved=True, approver="alice", approved_hash=show_plan(store, plan_id)["actionsHash"]
+    )
+    with store.session() as session:
+        action_id = session.scalar(select(PlanAction.id).where(PlanAction.plan_id == plan_id))
+        final = ActionExecution(action_id=action_id, attempt=1, status="failed", error="HTTP 500")
+        sending = ActionExecution(action_id=action_id, attempt=2, status="sending")
+        session.add_all([final, sending])
+        session.flush()
+        return plan_id, final.id, sending.id
+
+
+def test_approvals_and_attempts_are_append_only(store):
+    """Decisions and attempts are evidence: an approval never changes; an attempt moves only while in doubt, and
+    only its outcome; neither is ever deleted (the executor would take a sent request for one never tried)."""
+    plan_id, final, sending = _approved_plan_with_attempts(store)
+    refused = [
+        f"UPDATE approvals SET approver = 'mallory' WHERE plan_id = {plan_id}",
+        f"DELETE FROM approvals WHERE plan_id = {plan_id}",
+        f"UPDATE action_executions SET status = 'sending' WHERE id = {final}",
+        f"UPDATE action_executions SET error = NULL WHERE id = {final}",
+        f"DELETE FROM action_executions WHERE id = {final}",
+        f"DELETE FROM action_executions WHERE id = {sending}",
+        f"UPDATE action_executions SET started_at = '2020-01-01 00:00:00' WHERE id = {sending}",
+        f"UPDATE action_executions SET attempt = 7 WHERE id = {sending}",
+    ]
+    for statement in refused:
+        with pytest.raises(Exception, match="append-only"), store.session() as session:
+            session.execute(text(statement))
+    # The executor's own moves: an attempt in flight is answered, then verified.
+    moves = [
+        "UPDATE action_executions SET status = 'sent', request_ended_at = :at WHERE id = :id",
+        "UPDATE action_executions SET status = 'succeeded', finished_at = :at WHERE id = :id",
+    ]
+    for statement in moves:
+        with store.session() as session:
+            session.execute(text(statement), {"at": datetime.now(UTC), "id": sending})
+    with pytest.raises(Exception, match="append-only"), store.session() as session:
+        session.execute(text(f"UPDATE action_executions SET status = 'failed' WHERE id = {sending}"))
+    with store.session() as session:
+        assert session.scalars(select(ActionExecution.status).order_by(ActionExecution.attempt)).all() == [
+            "failed",
+            "succeeded",
+        ]
+        assert session.scalar(select(Approval.approver)) == "alice"
 
 
 def test_collect_records_archive_samples_and_snapshot(cluster, store, tmp_path):
