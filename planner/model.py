@@ -8,7 +8,6 @@ NaN/inf, malformed bundle names and reversed ranges are rejected with the field'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -18,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, Valid
 from pydantic.alias_generators import to_camel
 
 from planner.errors import InputError, format_validation_error, malformed_json_message
+from planner.names import check_broker_id
 from planner.plan.bundles.bundle_range import check_bundle_name
 from planner.settings import DEFAULT_MAX_JSON_BYTES, planner_settings
 
@@ -35,18 +35,10 @@ JAVA_LONG_MAX = 2**63 - 1
 # TimeAverageMessageData's sample counts are Java ints.
 JAVA_INT_MAX = 2**31 - 1
 
-_BROKER_ID_PATTERN = re.compile(r"\S+:\d{1,5}")
-
 
 def _check_bundle_name(name: str) -> str:
     check_bundle_name(name)
     return name
-
-
-def _check_broker_id(broker_id: str) -> str:
-    if _BROKER_ID_PATTERN.fullmatch(broker_id) is None:
-        raise ValueError(f"broker id {broker_id!r} is not of the form host:webServicePort")
-    return broker_id
 
 
 Rate = Annotated[float, Strict(), Field(ge=0.0, allow_inf_nan=False)]
@@ -54,7 +46,7 @@ Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Count = Annotated[int, Strict(), Field(ge=0, le=JAVA_LONG_MAX)]
 Text = Annotated[str, Strict()]
 BundleKey = Annotated[str, Strict(), AfterValidator(_check_bundle_name)]
-BrokerId = Annotated[str, Strict(), AfterValidator(_check_broker_id)]
+BrokerId = Annotated[str, Strict(), AfterValidator(check_broker_id)]
 
 
 class PulsarRecord(BaseModel):

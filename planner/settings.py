@@ -47,6 +47,7 @@ from pydantic_settings import (
 
 from planner.durations import Seconds
 from planner.errors import InputError, format_validation_error
+from planner.names import check_name
 
 ENV_PREFIX = "PULSAR_REBALANCE_"
 # A LoadData of 10,000 brokers with 100,000 bundles is about 60 MiB of JSON.
@@ -345,6 +346,12 @@ class PlannerSettings(BaseSettings):
     @classmethod
     def _split_names(cls, value: object) -> object:
         return _comma_separated(value)
+
+    @field_validator("cluster_names", mode="after")
+    @classmethod
+    def _pulsar_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # They name the DAGs and the plan runs' directories.
+        return tuple(check_name(name, "cluster name") for name in value)
 
     @field_validator("notify_email_to", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ import contextlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from pyarrow import fs
 
@@ -47,9 +47,24 @@ def check_root(location: str | Path, what: str = "setting storage") -> str:
     return uri
 
 
+def _unsafe_segment(path: str) -> str | None:
+    """Why `path` could name something outside the directory it is joined to: a `..` or `.` segment, a
+    backslash (a separator on Windows and in some S3 tools) or a NUL; None when it is safe."""
+    if "\\" in path or "\0" in path:
+        return "it has a backslash or NUL"
+    if any(segment in {".", ".."} for segment in path.split("/")):
+        return "it has a . or .. segment"
+    return None
+
+
 def join(uri: str, *parts: str) -> str:
-    """`uri` with path parts appended; an object store's query string stays at the end."""
+    """`uri` with relative path parts appended; an object store's query string stays at the end. A part that is
+    absolute or could step out of `uri` (`..`) is refused, whatever name it came from."""
     base, _, query = uri.partition("?")
+    for part in parts:
+        reason = "it is absolute" if part.startswith("/") else _unsafe_segment(part)
+        if reason is not None:
+            raise InputError(f"storage path {part!r} under {display(uri)}: refused ({reason})")
     joined = "/".join([base.rstrip("/"), *(part.strip("/") for part in parts)])
     return f"{joined}?{query}" if query else joined
 
@@ -60,7 +75,11 @@ def display(uri: str) -> str:
 
 
 def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
-    """pyarrow's filesystem for `uri` and the path within it (for pyarrow.dataset and pyarrow.parquet)."""
+    """pyarrow's filesystem for `uri` and the path within it (for pyarrow.dataset and pyarrow.parquet); a URI
+    whose path (an object store's key) could step out of its directories is refused, as `join` refuses parts."""
+    reason = _unsafe_segment(unquote(urlsplit(to_uri(uri)).path))
+    if reason is not None:
+        raise InputError(f"storage location {display(uri)!r}: refused ({reason})")
     try:
         return fs.FileSystem.from_uri(to_uri(uri))
     except (ValueError, OSError) as error:

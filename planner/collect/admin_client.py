@@ -30,6 +30,8 @@ from urllib3.util.retry import Retry
 
 from planner.errors import InputError
 from planner.model import parse_json_document
+from planner.names import check_broker_id, check_cluster_name, check_name, check_namespace
+from planner.plan.bundles.bundle_range import check_bundle_name
 
 logger = logging.getLogger(__name__)
 
@@ -375,19 +377,21 @@ class PulsarAdminClient:
         """The Pulsar release of the answering broker, as it says it (`4.2.4`)."""
         return self._request("GET", "/admin/v2/brokers/version").text.strip()
 
-    def cluster_name(self) -> str:
-        """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster)."""
-        runtime = self.runtime_configuration()
+    def cluster_name(self, runtime: Mapping[str, Any] | None = None) -> str:
+        """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster), checked by
+        Pulsar's naming rule: it names directories and URL paths. `runtime`: the configuration if already read."""
+        runtime = self.runtime_configuration() if runtime is None else runtime
         if runtime.get("clusterName"):
-            return str(runtime["clusterName"])
+            return check_cluster_name(str(runtime["clusterName"]), f"{self.admin_url}'s runtime configuration")
         clusters = self._get_json("/admin/v2/clusters")
         if isinstance(clusters, list) and len(clusters) == 1:
-            return str(clusters[0])
+            return check_cluster_name(str(clusters[0]), f"{self.admin_url}/admin/v2/clusters")
         raise AdminError(urlsplit(self.admin_url).netloc, "GET", "/admin/v2/clusters", f"ambiguous clusters {clusters}")
 
     def active_brokers(self, cluster: str) -> list[str]:
         """The cluster's active brokers (`host:webPort`); their hosts may receive the credentials from now on."""
-        brokers = sorted(str(broker) for broker in self._get_json(f"/admin/v2/brokers/{quote(cluster, safe='')}"))
+        path = f"/admin/v2/brokers/{quote(cluster, safe='')}"
+        brokers = sorted(check_broker_id(str(broker), f"broker id in {path}") for broker in self._get_json(path))
         self._trusted_hosts.update(urlsplit(f"//{broker}").hostname or "" for broker in brokers)
         return brokers
 
@@ -408,9 +412,11 @@ class PulsarAdminClient:
         return self._get_json("/admin/v2/broker-stats/metrics", base=broker_url(broker_id, self.scheme))
 
     def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, Any]:
-        return self._get_json(
-            f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
-        )
+        path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
+        owned = self._get_json(path)
+        for bundle in owned if isinstance(owned, dict) else ():
+            check_bundle_name(str(bundle))
+        return owned
 
     def bundle_owners(self, cluster: str) -> dict[str, str]:
         """Every bundle an active broker owns, with that broker."""
@@ -444,10 +450,12 @@ class PulsarAdminClient:
         return True
 
     def tenants(self) -> list[str]:
-        return self._get_json("/admin/v2/tenants")
+        tenants = self._get_json("/admin/v2/tenants")
+        return [check_name(str(tenant), "tenant in /admin/v2/tenants") for tenant in tenants]
 
     def namespaces(self, tenant: str) -> list[str]:
-        return self._get_json(f"/admin/v2/namespaces/{quote(tenant, safe='')}")
+        path = f"/admin/v2/namespaces/{quote(tenant, safe='')}"
+        return [check_namespace(str(namespace), f"namespace in {path}") for namespace in self._get_json(path)]
 
     def bundle_boundaries(self, namespace: str) -> list[int]:
         data = self._get_json(f"/admin/v2/namespaces/{_namespace_path(namespace)}/bundles")

@@ -21,18 +21,20 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from planner.collect.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient
 from planner.errors import InputError, format_validation_error
+from planner.names import check_name
 from planner.settings import planner_settings
 
 
 class ClusterSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    name: Annotated[str, AfterValidator(lambda name: check_name(name, "cluster name"))]
     admin_url: str = Field(pattern=r"^https?://[^/\s]+/?$")
     token_env: str | None = None
     token_file: Path | None = None

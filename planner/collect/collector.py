@@ -39,6 +39,7 @@ from planner.errors import InputError, NotFoundError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus, advance
 from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
+from planner.names import check_cluster_name
 from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.load_manager_shared import is_system_service_namespace
 from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged
@@ -201,7 +202,8 @@ def collect(
     """Take one snapshot of the cluster behind `client` and record it everywhere (the store, and the archive and
     samples under the storage root `root`, a path or URI), or nowhere."""
     runtime = client.runtime_configuration()
-    cluster = cluster_name or (str(runtime["clusterName"]) if runtime.get("clusterName") else client.cluster_name())
+    # The name becomes the snapshot's storage paths: checked by Pulsar's rule before anything is written.
+    cluster = check_cluster_name(cluster_name, "the clusters file") if cluster_name else client.cluster_name(runtime)
     load_manager = str(runtime["loadManagerClassName"]) if runtime.get("loadManagerClassName") else None
     extensible = is_extensible_load_manager(load_manager)
     taken_at = datetime.now(UTC)

@@ -173,8 +173,20 @@ BAD_BUNDLE_NAMES = [
     "tenant/ns/00000000_ffffffff",
     "",
     "tenant/ns/0x00000000_0xffffffff/extra",
+    "tenant/../0x00000000_0xffffffff",  # a name Pulsar's rule allows but that leaves a directory
+    "ten ant/ns/0x00000000_0xffffffff",
 ]
-BAD_BROKER_IDS = ["broker-1", "broker-1:", ":8080", "broker 1:8080", "broker-1:123456", "broker-1:http", ""]
+BAD_BROKER_IDS = [
+    "broker-1",
+    "broker-1:",
+    ":8080",
+    "broker 1:8080",
+    "broker-1:123456",
+    "broker-1:http",
+    "",
+    "../broker-1:8080",
+    "evil.example/x:8080",
+]
 
 
 def bad_values_for(path: tuple[Any, ...]) -> list[Any]:

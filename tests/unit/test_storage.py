@@ -14,8 +14,35 @@ def test_parts_go_before_an_object_stores_options():
     assert storage.join(S3, "samples", "bundles/") == (
         "s3://samples/prod/samples/bundles?endpoint_override=127.0.0.1:9000&scheme=http&region=us-east-1"
     )
-    assert storage.join("file:///data/", "/runs", "x") == "file:///data/runs/x"
+    assert storage.join("file:///data/", "runs/", "x") == "file:///data/runs/x"
     assert storage.display(storage.join(S3, "a")) == "s3://samples/prod/a"
+
+
+@pytest.mark.parametrize("root", ["file:///data/planner", S3])
+@pytest.mark.parametrize(
+    ("part", "named"),
+    [
+        ("cluster=x/../../../../outside", ". or .. segment"),
+        ("..", ". or .. segment"),
+        ("a/./b", ". or .. segment"),
+        ("/etc/passwd", "absolute"),
+        ("cluster=x\\..\\outside", "backslash or NUL"),
+        ("cluster=x\0", "backslash or NUL"),
+    ],
+)
+def test_a_path_that_could_leave_the_storage_root_is_refused_locally_and_on_s3(root, part, named):
+    with pytest.raises(InputError, match=named) as refused:
+        storage.join(root, "samples", part, "snapshot.parquet")
+    assert repr(part) in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["file:///data/planner/../outside/x", "s3://samples/prod/../../other/x", "s3://samples/prod/%2e%2e/x"],
+)
+def test_a_location_whose_path_or_key_has_dot_dot_is_refused_before_any_io(location):
+    with pytest.raises(InputError, match=r"\. or \.\. segment"):
+        storage.filesystem(location)
 
 
 def test_spark_reads_s3_as_s3a_with_the_settings_the_uri_implies():

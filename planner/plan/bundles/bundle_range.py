@@ -6,14 +6,18 @@ import re
 from dataclasses import dataclass
 
 from planner.errors import InputError
+from planner.names import NAME_PATTERN
 
 FULL_RANGE_LOWER = 0x00000000
 FULL_RANGE_UPPER = 0xFFFFFFFF
 
 _RANGE_PATTERN = re.compile(r"0x([0-9a-f]{8})_0x([0-9a-f]{8})")
 # Pulsar accepts v2 namespace names (tenant/ns) and legacy v1 names (tenant/cluster/ns); the
-# heartbeat namespace `pulsar/<cluster>/<host:port>` that every broker reports is a v1 name.
-_BUNDLE_NAME_PATTERN = re.compile(r"([^/\s]+/(?:[^/\s]+/)?[^/\s]+)/(0x([0-9a-f]{8})_0x([0-9a-f]{8}))")
+# heartbeat namespace `pulsar/<cluster>/<host:port>` that every broker reports is a v1 name. Each part follows
+# Pulsar's naming rule (`planner.names`): bundle names become storage and URL paths.
+_BUNDLE_NAME_PATTERN = re.compile(
+    rf"({NAME_PATTERN}/(?:{NAME_PATTERN}/)?{NAME_PATTERN})/(0x([0-9a-f]{{8}})_0x([0-9a-f]{{8}}))", re.ASCII
+)
 
 
 class BundleNameError(InputError):
@@ -56,7 +60,10 @@ class BundleName:
     def parse(cls, text: str) -> BundleName:
         match = _BUNDLE_NAME_PATTERN.fullmatch(text)
         if match is None:
-            raise BundleNameError(f"bundle name {text!r} is not of the form tenant/namespace/0x%08x_0x%08x")
+            raise BundleNameError(
+                f"bundle name {text!r} is not of the form tenant/namespace/0x%08x_0x%08x "
+                "(names of letters, digits, - = : . _)"
+            )
         return cls(match.group(1), BundleRange.parse(match.group(2)))
 
     def __str__(self) -> str:
