@@ -14,12 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from planner.approval.policies import PolicyDecision, decide
 from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
-from planner.plan.document import PlanDocument
+from planner.plan.document import PlanDocument, actions_hash
 from planner.settings import ApprovalPolicy
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
@@ -67,6 +68,8 @@ def record_decision(
             return  # a retried task: the decision was recorded already
         if approved and (approved_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash):
             raise InputError(f"plan {plan_id}: the approved action list does not match the stored one")
+        if approved:
+            _refuse_rows_edited_after_planning(session, plan, "not approved")
         plan.status = advance(plan.status, decision, f"plan {plan_id}")
         session.add(
             Approval(
@@ -130,6 +133,7 @@ def record_approval_request(
             raise NotFoundError(f"unknown plan {plan_id}")
         if actions_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash:
             raise InputError(f"plan {plan_id}: the action rows differ from the plan's hash; not put to review")
+        _refuse_rows_edited_after_planning(session, plan, "not put to review")
         session.add(
             audit_event(
                 plan.cluster.name,
@@ -140,6 +144,15 @@ def record_approval_request(
                 **({"policies": policies} if policies else {}),
             )
         )
+
+
+def _refuse_rows_edited_after_planning(session: Session, plan: Plan, refused: str) -> None:
+    """The action rows run, and every view shows them; the plan's document holds what they were planned as, and
+    the forecasts, notes and pairs a reviewer reads beside them. Rows edited after planning (their hash updated
+    too) no longer match that document: nobody may approve them, or be asked to."""
+    document = plan.details
+    if rows_hash(session, plan.id) != actions_hash(document.get("actions", []), document.get("maintenance")):
+        raise InputError(f"plan {plan.id}: its action rows differ from the actions it was planned with; {refused}")
 
 
 def requested_hash(store: Store, plan_id: int) -> str:

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from planner.collect.collector import cluster_row
-from planner.errors import NotFoundError
+from planner.errors import InputError, NotFoundError, format_validation_error
+from planner.execute.executor import ExecutableAction
 from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, PlanStatus
-from planner.plan.document import PlanDocument
+from planner.plan.document import PlanActionDocument, PlanDocument
 from planner.store.database import Store
 from planner.store.models import (
     ActionExecution,
@@ -174,8 +176,9 @@ def plan_for_run(store: Store, run_id: str, cluster: str) -> int | None:
 
 
 def list_plans(store: Store, cluster: str | None = None, status: str | None = None, limit: int = 50) -> list[dict]:
+    action_rows = select(func.count(PlanAction.id)).where(PlanAction.plan_id == Plan.id).scalar_subquery()
     with store.session() as session:
-        query = select(Plan, Cluster.name).join(Cluster).order_by(Plan.id.desc()).limit(limit)
+        query = select(Plan, Cluster.name, action_rows).join(Cluster).order_by(Plan.id.desc()).limit(limit)
         if cluster:
             query = query.where(Cluster.name == cluster)
         if status:
@@ -187,10 +190,24 @@ def list_plans(store: Store, cluster: str | None = None, status: str | None = No
                 "createdAt": plan.created_at.isoformat(),
                 "strategy": plan.strategy,
                 "status": plan.status,
-                "actions": len(plan.details.get("actions", [])),
+                "actions": actions,
             }
-            for plan, name in session.execute(query)
+            for plan, name, actions in session.execute(query)
         ]
+
+
+def actions_as_they_run(plan: Plan) -> list[dict[str, Any]]:
+    """The plan's actions as the executor runs them: what each call is made of read from the action rows, as the
+    executor reads them (`ExecutableAction`), with the reason and predicted rates recorded on the row. Every
+    view shows these, never the plan document's copy, which an edit of the rows leaves behind."""
+    actions = []
+    for row in plan.actions:
+        runs = ExecutableAction.of(row).to_json()
+        try:
+            actions.append(PlanActionDocument.model_validate({**row.details, **runs}).to_json())
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, f"plan {plan.id} action {row.sequence}")) from None
+    return actions
 
 
 def show_plan(store: Store, plan_id: int) -> dict[str, Any]:
@@ -206,6 +223,7 @@ def show_plan(store: Store, plan_id: int) -> dict[str, Any]:
             "runKey": plan.run_key,
             "stateVersion": plan.state_version,
             **plan.details,
+            "actions": actions_as_they_run(plan),
             "actionsHash": plan.actions_hash,  # the stored hash, which approvals and the executor check
         }
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Select, func, or_, select
 
+from planner.audit.plan_records import actions_as_they_run
 from planner.collect.collector import unpublished_snapshot_ids
 from planner.config import PulsarConfig
 from planner.errors import InputError, NotFoundError
@@ -175,8 +176,12 @@ def plan_detail(store: Store, plan_id: int) -> dict[str, Any]:
                 select(AuditEvent).where(AuditEvent.plan_id == plan_id).order_by(AuditEvent.id)
             )
         ]
-        # The stored document, validated as the typed plan before anything of it is shown.
-        details = PlanDocument.parse(plan.details, f"stored plan {plan_id}").to_json()
+        # The stored document with the actions that run, validated as the typed plan before anything of it is
+        # shown; the hash shown is the stored one, which approvals and the executor check against the rows.
+        shown = {key: value for key, value in plan.details.items() if key != "actionsHash"}
+        details = PlanDocument.parse(
+            {**shown, "actions": actions_as_they_run(plan)}, f"stored plan {plan_id}"
+        ).to_json()
         actions = [
             {
                 **action,
