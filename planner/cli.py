@@ -43,7 +43,7 @@ from planner.plan.bundles.split import can_split
 from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
 from planner.plan.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
-from planner.settings import ExecutorSettings, planner_settings, storage_root
+from planner.settings import OS_USER_PREFIX, ExecutorSettings, planner_settings, storage_root
 
 if TYPE_CHECKING:
     from planner.store.database import Store
@@ -373,7 +373,7 @@ def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
 
 def command_approve(args: argparse.Namespace) -> None:
     """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
-    from planner.approval.decisions import approve_by_policies, record_decision
+    from planner.approval.decisions import approve_by_policies, os_user_approver, record_decision
     from planner.audit.plan_records import show_plan
     from planner.plan.document import PlanDocument
 
@@ -391,8 +391,8 @@ def command_approve(args: argparse.Namespace) -> None:
     if args.dry_run:
         raise InputError("--dry-run goes with --by-policy: a person's decision is recorded or not given")
     os_user = getpass.getuser()
-    name = args.as_name or os_user
     plan = show_plan(_store(args), args.plan_id)
+    name = os_user_approver(_store(args), args.plan_id, planner_settings().approvers, os_user, args.as_name)
     if args.expect_hash and args.expect_hash != plan["actionsHash"]:
         raise InputError(
             f"plan {args.plan_id}: its actions hash is {plan['actionsHash']}, not the reviewed {args.expect_hash}"
@@ -402,7 +402,7 @@ def command_approve(args: argparse.Namespace) -> None:
         args.plan_id,
         approved=not args.reject,
         approver=name,
-        approver_id=f"os:{os_user}",
+        approver_id=f"{OS_USER_PREFIX}{os_user}",
         approved_hash=plan["actionsHash"],
         source="cli",
         actor=f"cli:{os_user}" + (f" as {args.as_name}" if args.as_name else ""),
@@ -768,7 +768,12 @@ def build_parser() -> argparse.ArgumentParser:
     approve = commands.add_parser("approve", help="record a decision on a pending plan (without Airflow)")
     approve.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the pending plan (see `plans`)")
     approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
-    approve.add_argument("--as", dest="as_name", metavar="NAME", help="the approver's name (default: the OS user)")
+    approve.add_argument(
+        "--as",
+        dest="as_name",
+        metavar="NAME",
+        help="the approver's name (default: the OS user's approver, or the OS user when no approvers are set)",
+    )
     approve.add_argument("--expect-hash", metavar="HASH", help="refuse unless the plan's actions hash is this one")
     approve.add_argument(
         "--by-policy",

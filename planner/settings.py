@@ -50,6 +50,8 @@ from planner.errors import InputError, format_validation_error
 from planner.names import check_name
 
 ENV_PREFIX = "PULSAR_REBALANCE_"
+# An approver whose id starts with this is an OS user, who decides with the CLI's `approve` (Airflow has no such id).
+OS_USER_PREFIX = "os:"
 # A LoadData of 10,000 brokers with 100,000 bundles is about 60 MiB of JSON.
 DEFAULT_MAX_JSON_BYTES = 256 * 1024 * 1024
 AIRFLOW_VARIABLE = "pulsar_rebalance_settings"
@@ -178,7 +180,8 @@ class ApprovalPolicy(BaseModel):
 
 
 class Approver(BaseModel):
-    """A user allowed to answer the approval gate: the auth manager's user id, and a name people read."""
+    """A person allowed to decide on plans: the auth manager's user id (the approval gate), or `os:<user>` for
+    an OS user deciding with the CLI's `approve`, and a name people read."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -187,8 +190,11 @@ class Approver(BaseModel):
 
     @classmethod
     def parse(cls, entry: str) -> Approver:
-        user_id, _, name = entry.partition(":")
-        return cls(id=user_id.strip(), name=name.strip() or user_id.strip())
+        """`ID[:Name]`; an OS user's `os:` belongs to the id (`os:alice:Alice Doe`)."""
+        entry = entry.strip()
+        prefix = OS_USER_PREFIX if entry.startswith(OS_USER_PREFIX) else ""
+        user_id, _, name = entry.removeprefix(prefix).partition(":")
+        return cls(id=prefix + user_id.strip(), name=name.strip() or user_id.strip())
 
 
 class ExecutorSettings(BaseModel):
@@ -305,7 +311,9 @@ class PlannerSettings(BaseSettings):
     )
     approvers: Annotated[tuple[Approver, ...], NoDecode] = Field(
         (),
-        description="Comma-separated `ID[:Name]` of the users who may answer the gate; empty: anyone Airflow lets.",
+        description="Comma-separated `ID[:Name]` of the people who may decide: Airflow user ids answer the gate, "
+        "`os:<user>` entries are OS users deciding with the CLI's `approve` (each only under its own name). Empty: "
+        "anyone Airflow lets answers the gate, and any OS user may `approve`.",
     )
     approval_policies: tuple[ApprovalPolicy, ...] = Field(
         (),

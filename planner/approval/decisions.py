@@ -21,7 +21,7 @@ from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
 from planner.plan.document import PlanDocument, actions_hash
-from planner.settings import ApprovalPolicy
+from planner.settings import ENV_PREFIX, OS_USER_PREFIX, ApprovalPolicy, Approver
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
 
@@ -185,6 +185,25 @@ def _refusal(store: Store, plan_id: int, event: str, reason: str, **details: Any
 
 def refuse_decision(store: Store, plan_id: int, reason: str) -> None:
     _refusal(store, plan_id, "plan.decision-refused", reason)
+
+
+def os_user_approver(
+    store: Store, plan_id: int, approvers: Sequence[Approver], os_user: str, as_name: str | None
+) -> str:
+    """The name an OS user's decision from the command line is recorded under. With approvers configured, the OS
+    user must be one (the entry whose id is `os:<user>`), and `--as` may name only that approver; anything else is
+    refused and audited. Without approvers, any OS user decides, under `--as` or their own name."""
+    if not approvers:
+        return as_name or os_user
+    approver = next((entry for entry in approvers if entry.id == f"{OS_USER_PREFIX}{os_user}"), None)
+    if approver is None:
+        reason = f"OS user {os_user!r} is not an approver ({ENV_PREFIX}APPROVERS has no {OS_USER_PREFIX}{os_user})"
+    elif as_name not in (None, approver.name, approver.id):
+        reason = f"OS user {os_user!r} decides as {approver.name!r} ({ENV_PREFIX}APPROVERS), not as {as_name!r}"
+    else:
+        return approver.name
+    refuse_decision(store, plan_id, reason)
+    raise InputError(f"plan {plan_id}: {reason}")
 
 
 def refuse_execution(store: Store, plan_id: int, reason: str, *, claimed: object = None) -> None:
