@@ -251,6 +251,48 @@ class ExecutorSettings(BaseModel):
             raise InputError(format_validation_error(error, what)) from None
 
 
+class ExecutionBinding(BaseModel):
+    """What a decision binds, recorded with it: the freshness the approver granted and the windows the plan may
+    run in. An executor may shorten the TTL and the resume window, never extend them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttl: Seconds
+    resume_window: Seconds
+    windows: tuple[ExecutionWindow, ...] = ()
+
+    @classmethod
+    def of(cls, executor: ExecutorSettings, windows: Iterable[ExecutionWindow], cluster: str) -> ExecutionBinding:
+        """The binding of a decision taken now on `cluster`'s plan: the executor's TTL and resume window, and the
+        execution windows that match the cluster."""
+        matching = tuple(window for window in windows if matches_any(window.clusters, cluster))
+        return cls(ttl=executor.ttl, resume_window=executor.resume_window, windows=matching)
+
+    def bound(self, executor: ExecutorSettings) -> ExecutorSettings:
+        """`executor` with its TTL and resume window no longer than the approved ones."""
+        return executor.model_copy(
+            update={
+                "ttl": min(executor.ttl, self.ttl),
+                "resume_window": min(executor.resume_window, self.resume_window),
+            }
+        )
+
+    @classmethod
+    def recorded(
+        cls, ttl_seconds: float | None, resume_window_seconds: float | None, windows: Iterable[Mapping[str, Any]] | None
+    ) -> ExecutionBinding:
+        """A binding as the store keeps it; a decision recorded before bindings were stored binds the default TTL
+        and resume window (no setting can extend those either) and no windows."""
+        if ttl_seconds is None or resume_window_seconds is None:
+            defaults = ExecutorSettings()
+            return cls(ttl=defaults.ttl, resume_window=defaults.resume_window)
+        return cls(
+            ttl=timedelta(seconds=ttl_seconds),
+            resume_window=timedelta(seconds=resume_window_seconds),
+            windows=tuple(ExecutionWindow.model_validate(window) for window in windows or ()),
+        )
+
+
 class _AirflowVariableSource(PydanticBaseSettingsSource):
     """The Airflow Variable `pulsar_rebalance_settings`: a JSON object with the settings' field names."""
 

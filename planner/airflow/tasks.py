@@ -42,7 +42,7 @@ from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.rollback import ROLLBACK, plan_rollback
 from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.settings import ExecutorSettings, matches_any, next_opening, planner_settings
+from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
 from planner.store.database import Store
 from planner.store.models import audit_event
 
@@ -255,7 +255,9 @@ def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
     if recorded is not None and recorded.source == POLICY_SOURCE:  # a retried gate: the policy approved already
         return ApprovalRequest(plan_id, plan.actions_hash, subject, "", approved_by=recorded.approver)
     policies = planner_settings(airflow=True).approval_policies
-    decision = approve_by_policies(planner_store, plan_id, plan, policies, datetime.now(UTC))
+    decision = approve_by_policies(
+        planner_store, plan_id, plan, policies, datetime.now(UTC), binding=decision_binding(cluster, run_id)
+    )
     verdict = decision.approved_by
     if verdict is not None:
         checks = tuple(check.describe() for check in verdict.checks)
@@ -295,7 +297,16 @@ def record_gate_decision(
         approved_hash=requested_hash(planner_store, plan_id),
         decided_at=responded_at,
         source=HITL_SOURCE,
+        binding=decision_binding(cluster, run_id),
     )
+
+
+def decision_binding(cluster: str, run_id: str) -> ExecutionBinding:
+    """What a decision taken now binds: the TTL and resume window configured for the cluster (settings, then the
+    connection's extras) and the execution windows that match it. A run's params may shorten them later."""
+    configured = planner_settings(airflow=True)
+    executor = _executor_settings(PulsarAdminHook.for_cluster(cluster), run_id, None)
+    return ExecutionBinding.of(executor, configured.execution_windows, cluster)
 
 
 def execute_approved(
@@ -339,20 +350,20 @@ def _executor_settings(admin: PulsarAdminHook, run_id: str, overrides: Mapping[s
 
 
 def execution_wait(cluster: str, run_id: str, overrides: Mapping[str, Any] | None = None) -> datetime | None:
-    """When the run's approved plan may execute: None for now (a window of the cluster is open, none is
-    configured, or the plan was not approved: `execute` decides then), else the next opening. A plan that
-    would pass its TTL before that opening fails here, at once, instead of waiting to be refused."""
+    """When the run's approved plan may execute: None for now (a window the approval bound is open, it bound
+    none, or the plan was not approved: `execute` decides then), else the next opening. A plan that would pass
+    its TTL before that opening fails here, at once, instead of waiting to be refused. The executor checks the
+    windows again itself, so a cleared wait runs nothing outside them."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
     if decision is None or decision.decision != "approved":
         return None
-    windows = [w for w in planner_settings(airflow=True).execution_windows if matches_any(w.clusters, cluster)]
     now = datetime.now(UTC)
-    opening = next_opening(windows, now)
+    opening = next_opening(decision.binding.windows, now)
     if opening is None:
         return None
-    ttl = _executor_settings(PulsarAdminHook.for_cluster(cluster), run_id, overrides).ttl
+    ttl = decision.binding.bound(_executor_settings(PulsarAdminHook.for_cluster(cluster), run_id, overrides)).ttl
     expires = datetime.fromisoformat(show_plan(planner_store, plan_id)["createdAt"]) + ttl
     if expires.tzinfo is None:
         expires = expires.replace(tzinfo=UTC)

@@ -21,7 +21,7 @@ from planner.errors import InputError, NotFoundError
 from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
 from planner.plan.document import PlanDocument, actions_hash
-from planner.settings import ENV_PREFIX, OS_USER_PREFIX, ApprovalPolicy, Approver
+from planner.settings import ENV_PREFIX, OS_USER_PREFIX, ApprovalPolicy, Approver, ExecutionBinding, planner_settings
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
 
@@ -35,6 +35,7 @@ class RecordedDecision:
     approver_id: str | None
     source: str
     actions_hash: str
+    binding: ExecutionBinding
 
 
 def record_decision(
@@ -49,10 +50,13 @@ def record_decision(
     source: str = "airflow",
     actor: str | None = None,
     details: dict[str, Any] | None = None,
+    binding: ExecutionBinding | None = None,
 ) -> None:
     """Store the reviewer's decision; an approval must be for the action rows the plan holds now.
 
     `approver` None is the gate's timeout default; `details` go into the audit event (a policy's checks).
+    `binding`: the TTL, resume window and execution windows the decision grants (default: the configured ones);
+    recorded with it, so no later setting or option can extend them.
     A retried task finds its decision recorded and changes nothing; a different decision for an already
     decided plan is refused.
     """
@@ -71,6 +75,9 @@ def record_decision(
         if approved:
             _refuse_rows_edited_after_planning(session, plan, "not approved")
         plan.status = advance(plan.status, decision, f"plan {plan_id}")
+        if binding is None:
+            configured = planner_settings()
+            binding = ExecutionBinding.of(configured.executor, configured.execution_windows, plan.cluster.name)
         session.add(
             Approval(
                 plan_id=plan_id,
@@ -80,6 +87,9 @@ def record_decision(
                 decided_at=decided_at or utc_now(),
                 actions_hash=approved_hash,
                 source=source,
+                ttl_seconds=binding.ttl.total_seconds(),
+                resume_window_seconds=binding.resume_window.total_seconds(),
+                execution_windows=[window.model_dump(mode="json") for window in binding.windows],
             )
         )
         session.add(
@@ -91,6 +101,7 @@ def record_decision(
                 approver=approver,
                 approverId=approver_id,
                 source=source,
+                binding=binding.model_dump(mode="json"),
                 **(details or {}),
             )
         )
@@ -104,6 +115,7 @@ def approve_by_policies(
     now: datetime,
     *,
     record: bool = True,
+    binding: ExecutionBinding | None = None,
 ) -> PolicyDecision:
     """The configured policies' verdicts on stored plan `plan_id` (`plan`, as read from the store); with
     `record`, the approval of the first policy that approves it, bound to the plan's actions hash (checked against
@@ -119,6 +131,7 @@ def approve_by_policies(
             approved_hash=plan.actions_hash,
             source=POLICY_SOURCE,
             details={"policy": verdict.to_json()},
+            binding=binding,
         )
     return decision
 
@@ -172,7 +185,8 @@ def recorded_decision(store: Store, plan_id: int) -> RecordedDecision | None:
         row = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
         if row is None:
             return None
-        return RecordedDecision(row.decision, row.approver, row.approver_id, row.source, row.actions_hash)
+        binding = ExecutionBinding.recorded(row.ttl_seconds, row.resume_window_seconds, row.execution_windows)
+        return RecordedDecision(row.decision, row.approver, row.approver_id, row.source, row.actions_hash, binding)
 
 
 def _refusal(store: Store, plan_id: int, event: str, reason: str, **details: Any) -> None:

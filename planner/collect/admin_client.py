@@ -50,8 +50,9 @@ class AdminError(Exception):
     """A failed admin call: names the broker, endpoint and status (or transport failure).
 
     `may_have_applied` is true when the request may have reached a broker that acted on it: the
-    answer was lost (read timeout, connection reset after sending), or a 5xx came back (a proxy may
-    answer 502 after forwarding). A refused connection, a TLS handshake failure or a 4xx mean it did not.
+    answer was lost (read timeout, connection reset after sending), a 5xx came back (a proxy may
+    answer 502 after forwarding), or anything failed after a status line, 2xx included (a body too
+    large or cut short). A refused connection, a TLS handshake failure or a readable 4xx mean it did not.
     """
 
     def __init__(
@@ -321,20 +322,32 @@ class PulsarAdminClient:
         """The body, refused once it exceeds `max_response_bytes` (decompressed, so gzip bombs count in full)."""
         limit = self.max_response_bytes
         declared = response.headers.get("Content-Length", "")
+        # Past the status line the broker has seen the request: whatever fails now may have applied.
         too_large = AdminError(
             urlsplit(response.url).netloc,
             method,
             path,
             f"response body larger than the limit of {limit} bytes (max_response_bytes)",
             response.status_code,
+            may_have_applied=True,
         )
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         body = bytearray()
-        for chunk in response.iter_content(_READ_CHUNK_BYTES):
-            body += chunk
-            if len(body) > limit:
-                raise too_large
+        try:
+            for chunk in response.iter_content(_READ_CHUNK_BYTES):
+                body += chunk
+                if len(body) > limit:
+                    raise too_large
+        except requests.RequestException as error:  # a body cut short, badly chunked or undecodable
+            raise AdminError(
+                urlsplit(response.url).netloc,
+                method,
+                path,
+                f"answer {response.status_code} could not be read: {_transport_reason(error)}",
+                response.status_code,
+                may_have_applied=True,
+            ) from None
         return bytes(body)
 
     def _get_json(self, path: str, *, base: str | None = None, params: Mapping[str, str] | None = None) -> Any:

@@ -29,6 +29,7 @@ import functools
 import getpass
 import itertools
 import logging
+import math
 import os
 import secrets
 import socket
@@ -36,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -57,11 +58,13 @@ from planner.lifecycle import (
 from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.document import actions_hash
 from planner.plan.load_manager_shared import is_pinned_namespace
-from planner.settings import ExecutorSettings
+from planner.settings import ExecutionBinding, ExecutionWindow, ExecutorSettings, is_open, next_opening
 from planner.store.database import Store
 from planner.store.models import (
     ActionExecution,
     Approval,
+    AuditEvent,
+    Cluster,
     Plan,
     PlanAction,
     RecentlyUnloaded,
@@ -95,8 +98,21 @@ class PlanClaimedError(InputError):
     """Another run holds the plan's execution claim; this run sent nothing."""
 
 
-class ClaimLostError(RuntimeError):
-    """The lease ran out and another run claimed the plan: stop at once, sending nothing more."""
+class ClaimLostError(InputError):
+    """The lease ran out and another run claimed the plan (or the cluster), or too little of it is left to
+    send: stop at once, sending nothing more."""
+
+
+class EvidenceMissingError(InputError):
+    """The audit log records attempts the attempts table lacks: what was sent cannot be told, so nothing is."""
+
+
+# Pulsar's default namespaceBundleUnloadingTimeoutMs: how long a broker may take to unload a bundle it accepted.
+DEFAULT_UNLOAD_TIMEOUT_SECONDS = 60.0
+# Added to the broker's own unload timeout: an unanswered request is settled only once the broker has given up.
+SETTLE_MARGIN_SECONDS = 5.0
+# A broker configured to take longer is waited on this long; what is still unsettled then stays in doubt.
+MAX_UNLOAD_TIMEOUT_SECONDS = 3600.0
 
 
 @dataclass(slots=True)
@@ -205,50 +221,98 @@ class Claim:
     holder: str
 
 
+class _ClusterBusyError(Exception):
+    """Another plan holds the cluster's execution claim (rolls the claim's transaction back)."""
+
+
 def claim_plan(store: Store, plan_id: int, holder: str, lease: timedelta, now: datetime) -> Claim:
-    """Take the plan's execution claim, or raise PlanClaimedError naming who holds it and since when."""
+    """Take the plan's execution claim and its cluster's, or raise PlanClaimedError naming who holds which and
+    since when. One plan at a time sends to a cluster, whatever it is (a strategy plan, a drain, a fill, a
+    rollback) and wherever it runs from, so two plans never move the same bundle at once."""
     token = secrets.token_hex(16)
-    with store.session() as session:
-        taken = session.execute(
-            update(Plan)
-            .where(Plan.id == plan_id, or_(Plan.claim_token.is_(None), Plan.lease_expires_at < now))
-            .values(claim_token=token, claimed_by=holder, claimed_at=now, lease_expires_at=now + lease)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if taken == 1:
-            plan = session.get(Plan, plan_id)
-            session.add(
-                audit_event(plan.cluster.name, holder, "plan.claimed", plan=plan_id, leaseSeconds=lease.total_seconds())
-            )
-            return Claim(plan_id, token, holder)
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
-        since = as_utc(plan.claimed_at).isoformat() if plan.claimed_at else "?"
-        until = as_utc(plan.lease_expires_at).isoformat() if plan.lease_expires_at else "?"
-        session.add(
-            audit_event(
-                plan.cluster.name, holder, "plan.claim-refused", plan=plan_id, heldBy=plan.claimed_by, since=since
+        cluster_id = plan.cluster_id
+    try:
+        with store.session() as session:
+            taken = session.execute(
+                update(Plan)
+                .where(Plan.id == plan_id, or_(Plan.claim_token.is_(None), Plan.lease_expires_at < now))
+                .values(claim_token=token, claimed_by=holder, claimed_at=now, lease_expires_at=now + lease)
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            if taken == 1:
+                cluster_taken = session.execute(
+                    update(Cluster)
+                    .where(
+                        Cluster.id == cluster_id,
+                        or_(Cluster.execution_token.is_(None), Cluster.execution_lease_expires_at < now),
+                    )
+                    .values(
+                        execution_token=token,
+                        execution_plan_id=plan_id,
+                        execution_holder=holder,
+                        execution_lease_expires_at=now + lease,
+                    )
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                if cluster_taken != 1:
+                    raise _ClusterBusyError
+                plan = session.get(Plan, plan_id)
+                session.add(
+                    audit_event(
+                        plan.cluster.name, holder, "plan.claimed", plan=plan_id, leaseSeconds=lease.total_seconds()
+                    )
+                )
+                return Claim(plan_id, token, holder)
+    except _ClusterBusyError:
+        pass
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        cluster = plan.cluster
+        if cluster.execution_token is not None and cluster.execution_plan_id != plan_id:
+            other, held_by = cluster.execution_plan_id, cluster.execution_holder
+            lease_end = cluster.execution_lease_expires_at
+            until = as_utc(lease_end).isoformat() if lease_end else "?"
+            message = (
+                f"cluster {cluster.name} is being executed by plan {other} ({held_by}, lease until {until}); "
+                f"plan {plan_id} waits for it to finish: this run sent nothing"
             )
-        )
-        message = (
-            f"plan {plan_id} is being executed by {plan.claimed_by} since {since} (lease until {until}); "
-            "this run sent nothing"
-        )
+            details: dict[str, Any] = {"heldBy": held_by, "otherPlan": other}
+        else:
+            since = as_utc(plan.claimed_at).isoformat() if plan.claimed_at else "?"
+            until = as_utc(plan.lease_expires_at).isoformat() if plan.lease_expires_at else "?"
+            message = (
+                f"plan {plan_id} is being executed by {plan.claimed_by} since {since} (lease until {until}); "
+                "this run sent nothing"
+            )
+            details = {"heldBy": plan.claimed_by, "since": since}
+        session.add(audit_event(cluster.name, holder, "plan.claim-refused", plan=plan_id, **details))
     raise PlanClaimedError(message)
 
 
 def _renew(session: Session, claim: Claim, lease: timedelta, now: datetime) -> None:
-    """Extend the lease, inside the caller's transaction; fails when another run took the claim."""
+    """Extend both leases, inside the caller's transaction; fails when another run took either claim (or a run
+    that finished released them)."""
     renewed = session.execute(
         update(Plan)
         .where(Plan.id == claim.plan_id, Plan.claim_token == claim.token)
         .values(lease_expires_at=now + lease)
         .execution_options(synchronize_session=False)
     ).rowcount
-    if renewed != 1:
-        raise ClaimLostError(f"plan {claim.plan_id}: the execution claim was taken over by another run")
+    renewed += session.execute(
+        update(Cluster)
+        .where(Cluster.execution_plan_id == claim.plan_id, Cluster.execution_token == claim.token)
+        .values(execution_lease_expires_at=now + lease)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if renewed != 2:
+        raise ClaimLostError(
+            f"plan {claim.plan_id}: the execution claim was taken over by another run while this one was stopped; "
+            "this run sends nothing more"
+        )
 
 
 def _release(session: Session, claim: Claim) -> None:
@@ -256,6 +320,12 @@ def _release(session: Session, claim: Claim) -> None:
         update(Plan)
         .where(Plan.id == claim.plan_id, Plan.claim_token == claim.token)
         .values(claim_token=None, lease_expires_at=None)
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(
+        update(Cluster)
+        .where(Cluster.execution_plan_id == claim.plan_id, Cluster.execution_token == claim.token)
+        .values(execution_token=None, execution_plan_id=None, execution_holder=None, execution_lease_expires_at=None)
         .execution_options(synchronize_session=False)
     )
 
@@ -274,10 +344,30 @@ class _Cluster:
         return self.client.active_brokers(self.cluster)
 
     def owner(self, bundle: str, brokers: list[str] | None = None) -> str | None:
+        return self.ownership(bundle, brokers)[0]
+
+    def ownership(self, bundle: str, brokers: list[str] | None = None) -> tuple[str | None, bool]:
+        """The bundle's owner, and whether it lists the bundle as active: a broker unloading a bundle keeps listing
+        it, inactive, while it closes its topics (Pulsar's NamespaceOwnershipStatus.is_active)."""
         for broker in brokers if brokers is not None else self.active_brokers():
-            if bundle in self.client.owned_bundles(self.cluster, broker):
-                return broker
-        return None
+            status = self.client.owned_bundles(self.cluster, broker).get(bundle)
+            if status is not None:
+                active = status.get("is_active", True) if isinstance(status, dict) else True
+                return broker, active is not False
+        return None, False
+
+    @functools.cached_property
+    def unload_timeout_seconds(self) -> float:
+        """How long a broker may take over an unload it accepted (namespaceBundleUnloadingTimeoutMs, read from the
+        runtime configuration; Pulsar's default where it cannot be read)."""
+        try:
+            configured = self.client.runtime_configuration().get("namespaceBundleUnloadingTimeoutMs")
+            millis = float(configured) if configured not in (None, "") else DEFAULT_UNLOAD_TIMEOUT_SECONDS * 1000
+        except (AdminError, ValueError, TypeError):
+            millis = DEFAULT_UNLOAD_TIMEOUT_SECONDS * 1000
+        if not millis >= 0:  # NaN or negative: not a timeout to wait on
+            millis = DEFAULT_UNLOAD_TIMEOUT_SECONDS * 1000
+        return min(millis / 1000, MAX_UNLOAD_TIMEOUT_SECONDS)
 
     def ranges(self, namespace: str) -> list[tuple[int, int]]:
         return list(itertools.pairwise(self.client.bundle_boundaries(namespace)))
@@ -335,6 +425,26 @@ class _Run:
         if time.monotonic() - self.renewed > self.settings.lease.total_seconds() / 4:
             self._write(lambda _session: None)
 
+    def fence(self) -> None:
+        """Immediately before a request leaves: renew the claim (it fails if another run took it while this one
+        was paused) and refuse to send unless the lease outlasts the request by the margin, so no other run can
+        take over while the request may still be on its way."""
+        asked = time.monotonic()
+        self._write(lambda _session: None)
+        left = self.settings.lease.total_seconds() - (time.monotonic() - asked)
+        if left < self.settings.request_timeout_seconds + SETTLE_MARGIN_SECONDS:
+            raise ClaimLostError(
+                f"plan {self.claim.plan_id}: {max(left, 0):.0f} s of the lease left, less than the request timeout "
+                f"plus {SETTLE_MARGIN_SECONDS:.0f} s; this run sends nothing more"
+            )
+
+    @property
+    def settle_seconds(self) -> float:
+        """How long after an unanswered request ended its outcome is looked for: the configured settle time, and
+        at least the broker's own unload timeout plus a margin (a broker may finish an unload that long after
+        accepting it, listing the bundle as inactive meanwhile)."""
+        return max(self.settings.settle_seconds, self.live.unload_timeout_seconds + SETTLE_MARGIN_SECONDS)
+
     def _audit(self, session: Session, event: str, action: ExecutableAction, **details: Any) -> None:
         session.add(
             audit_event(
@@ -361,6 +471,28 @@ class _Run:
                 )
             )
 
+    def check_evidence(self, action: ExecutableAction, attempts: list[ActionExecution]) -> None:
+        """The audit log records every attempt as it begins; an attempt it records that the attempts table lacks
+        was removed, and what it sent can no longer be told: refuse rather than take it as never tried."""
+        with self.store.session() as session:
+            events = session.scalars(
+                select(AuditEvent).where(AuditEvent.plan_id == self.claim.plan_id, AuditEvent.event.like("action.%"))
+            )
+            audited = {
+                event.details.get("attempt")
+                for event in events
+                if event.details.get("sequence") == action.sequence and event.details.get("attempt") is not None
+            }
+        missing = sorted(audited - {attempt.attempt for attempt in attempts})
+        if missing:
+            self._write(
+                lambda session: self._audit(session, "action.evidence-missing", action, missingAttempts=missing)
+            )
+            raise EvidenceMissingError(
+                f"plan {self.claim.plan_id} action {action.sequence}: the audit log records attempt(s) {missing} that "
+                "the attempts table does not have; refusing to send what may have been sent"
+            )
+
     def new_attempt(self, action: ExecutableAction, status: AttemptStatus, reason: str = "") -> int:
         """A new attempt row, committed (with `sending`, before its request leaves)."""
         advance(None, status, f"plan {self.claim.plan_id} action {action.sequence}")
@@ -381,14 +513,24 @@ class _Run:
         return self._write(change)
 
     def move(
-        self, action: ExecutableAction, attempt_id: int, status: AttemptStatus, reason: str = "", **seen: Any
+        self,
+        action: ExecutableAction,
+        attempt_id: int,
+        status: AttemptStatus,
+        reason: str = "",
+        *,
+        request_ended: bool = False,
+        **seen: Any,
     ) -> None:
-        """Move an attempt along its lifecycle, with the reason and, for reconciliations, what was seen."""
+        """Move an attempt along its lifecycle, with the reason and, for reconciliations, what was seen.
+        `request_ended`: the request's answer came or was given up on now (the settle time counts from it)."""
 
         def change(session: Session) -> None:
             row = session.get(ActionExecution, attempt_id)
             row.status = advance(row.status, status, f"plan {self.claim.plan_id} action {action.sequence}").value
             row.error = reason or row.error
+            if request_ended:
+                row.request_ended_at = self.now()
             if status not in IN_DOUBT_ATTEMPT_STATUSES:
                 row.finished_at = utc_now()
             self._audit(session, f"action.{status.value}", action, attempt=row.attempt, reason=reason, **seen)
@@ -416,13 +558,32 @@ class _Run:
     # --- one action -----------------------------------------------------------------------------
 
     def settle(self, attempt: ActionExecution) -> None:
-        """Wait until the settle time after the unanswered request has passed, keeping the lease."""
-        remaining = (
-            as_utc(attempt.started_at) + timedelta(seconds=self.settings.settle_seconds) - self.now()
-        ).total_seconds()
-        if remaining > 0:
-            self.sleep(remaining)
+        """Wait, keeping the lease, until the settle time has passed since the unanswered request ended. A run
+        that stopped before recording the end is taken to have waited out its request timeout."""
+        ended = (
+            as_utc(attempt.request_ended_at)
+            if attempt.request_ended_at is not None
+            else as_utc(attempt.started_at) + timedelta(seconds=self.settings.request_timeout_seconds)
+        )
+        remaining = (ended + timedelta(seconds=self.settle_seconds) - self.now()).total_seconds()
+        while remaining > 0:
+            step = min(remaining, self.settings.lease.total_seconds() / 4)
+            self.sleep(step)
+            remaining -= step
+            self.keep_lease()
         self.keep_lease()
+
+    def wait_while_unloading(self, action: ExecutableAction) -> tuple[str | None, bool]:
+        """The bundle's owner and whether it is active, waiting up to the broker's unload timeout while the source
+        lists it as inactive (an unload in progress)."""
+        owner, active = self.live.ownership(action.bundle)
+        polls = math.ceil(self.live.unload_timeout_seconds / self.settings.verify_interval_seconds)
+        while owner == action.source and not active and polls > 0:
+            self.sleep(self.settings.verify_interval_seconds)
+            polls -= 1
+            self.keep_lease()
+            owner, active = self.live.ownership(action.bundle)
+        return owner, active
 
     def reconcile(self, action: ExecutableAction, attempt: ActionExecution) -> ActionResult | None:
         """Settle an attempt in doubt by looking at the cluster. Returns the action's result when the
@@ -449,8 +610,12 @@ class _Run:
             reason = "the cluster shows the split did not take effect: the bundle is unchanged"
             self.move(action, attempt.id, AttemptStatus.RECONCILED_NOT_APPLIED, reason, exists=not inside)
             return None
-        brokers = self.live.active_brokers()
-        owner = self.live.owner(action.bundle, brokers)
+        owner, active = self.wait_while_unloading(action)
+        if owner == action.source and not active:
+            # Neither done nor not done: never resent while the source may still complete it.
+            reason = f"the unload is still in progress: {action.source} lists {action.bundle} as inactive"
+            self._write(lambda session: self._audit(session, "action.in-progress", action, reason=reason))
+            return ActionResult(action.sequence, AttemptStatus.UNKNOWN.value, reason, reconciled=True)
         if owner == action.source or (owner is None and not self.live.bundle_exists(action.bundle)):
             reason = (
                 f"the cluster shows the unload did not take effect: {action.bundle} is still on {owner}"
@@ -614,21 +779,23 @@ class _Run:
             return ActionResult(action.sequence, NOT_RUN, "the plan expired"), False
         attempt_id = self.new_attempt(action, AttemptStatus.SENDING)
         failpoint("executor.attempt-recorded")
+        self.fence()
         try:
             self.send(action)
         except AdminError as error:
             failpoint("executor.answered")
             if not error.may_have_applied:
-                self.move(action, attempt_id, AttemptStatus.FAILED, str(error))
+                self.move(action, attempt_id, AttemptStatus.FAILED, str(error), request_ended=True)
                 return ActionResult(action.sequence, AttemptStatus.FAILED.value, str(error)), True
-            self.move(action, attempt_id, AttemptStatus.UNKNOWN, f"no answer that settles it: {error}")
+            reason = f"no answer that settles it: {error}"
+            self.move(action, attempt_id, AttemptStatus.UNKNOWN, reason, request_ended=True)
             [row] = [row for row in self.attempts(action) if row.id == attempt_id]
             settled = self.reconcile(action, row)
             if settled is not None:
                 return settled, False
             return ActionResult(action.sequence, AttemptStatus.RECONCILED_NOT_APPLIED.value, str(error), True), True
         failpoint("executor.answered")
-        self.move(action, attempt_id, AttemptStatus.SENT)
+        self.move(action, attempt_id, AttemptStatus.SENT, request_ended=True)
         failpoint("executor.sent-recorded")
         status, reason = self.verify(action)
         self.move(action, attempt_id, status, reason)
@@ -640,6 +807,7 @@ class _Run:
         done = next((a for a in attempts if a.status in DONE_ATTEMPT_STATUSES), None)
         if done is not None:
             return None
+        self.check_evidence(action, attempts)
         result = None
         if attempts and attempts[-1].status in IN_DOUBT_ATTEMPT_STATUSES:
             result = self.reconcile(action, attempts[-1])
@@ -682,15 +850,17 @@ def execute_plan(
     actor: str = "executor",
     holder: str | None = None,
     claim_wait: float = 0.0,
+    ignore_windows: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
 ) -> ExecutionReport:
-    """Execute an approved plan (or resume one a stopped run left), holding its claim throughout.
+    """Execute an approved plan (or resume one a stopped run left), holding its claim and its cluster's throughout.
 
+    What the approval bound holds whatever the entry point: `settings` may shorten its TTL and resume window, never
+    extend them, and actions start only within its execution windows unless `ignore_windows` (audited).
     `claim_wait`: seconds to wait for a claim another run holds (a retried task after a crash waits for
-    the dead run's lease to expire); without it, a claimed plan is refused at once.
+    the dead run's lease to expire); without it, a claimed plan or cluster is refused at once.
     """
-    settings = settings or ExecutorSettings()
     holder = holder or default_holder(actor)
     with store.session() as session:
         plan = session.get(Plan, plan_id)
@@ -702,6 +872,25 @@ def execute_plan(
             raise InputError(f"plan {plan_id} is not approved")
         if PlanStatus(plan.status) not in EXECUTABLE_PLAN_STATUSES:
             raise InputError(f"plan {plan_id} is {plan.status}; only an approved or partly executed plan can run")
+        binding = ExecutionBinding.recorded(
+            approval.ttl_seconds, approval.resume_window_seconds, approval.execution_windows
+        )
+    settings = binding.bound(settings or ExecutorSettings())
+    windows = () if ignore_windows else binding.windows
+    if not is_open(windows, now()):
+        _refuse_outside_windows(store, cluster, actor, plan_id, windows, now())
+    if ignore_windows and binding.windows:
+        with store.session() as session:
+            session.add(
+                audit_event(
+                    cluster,
+                    actor,
+                    "plan.windows-ignored",
+                    plan=plan_id,
+                    windows=[window.describe() for window in binding.windows],
+                    open=is_open(binding.windows, now()),
+                )
+            )
 
     give_up = time.monotonic() + claim_wait
     while True:
@@ -717,6 +906,8 @@ def execute_plan(
     try:
         with store.session() as session:
             plan = session.get(Plan, plan_id)
+            if PlanStatus(plan.status) not in EXECUTABLE_PLAN_STATUSES:  # ended (e.g. rolled back) meanwhile
+                raise InputError(f"plan {plan_id} is {plan.status}; only an approved or partly executed plan can run")
             created = as_utc(plan.created_at)
             started = plan.execution_started_at
             # The rows read here are the rows that run: the approval must be for exactly these.
@@ -725,8 +916,9 @@ def execute_plan(
             drained = maintenance.get("brokers", []) if maintenance.get("mode") == "drain" else []
             # Fences to lift: a fill's brokers, or the brokers of the drain a rollback undoes.
             unfenced = maintenance.get("brokers", []) if maintenance.get("mode") == "fill" else []
-            if maintenance.get("mode") == "rollback" and maintenance.get("rollsBack") is not None:
-                undone = (session.get(Plan, maintenance["rollsBack"]).details.get("maintenance")) or {}
+            rolls_back = maintenance.get("rollsBack") if maintenance.get("mode") == "rollback" else None
+            if rolls_back is not None:
+                undone = (session.get(Plan, rolls_back).details.get("maintenance")) or {}
                 unfenced = undone.get("brokers", []) if undone.get("mode") == "drain" else []
             matches = rows_hash(session, plan_id) == approval.actions_hash == plan.actions_hash
             if not matches:
@@ -745,6 +937,8 @@ def execute_plan(
             if plan.status != PlanStatus.EXECUTING.value:
                 plan.status = advance(plan.status, PlanStatus.EXECUTING, f"plan {plan_id}").value
             plan.execution_started_at = plan.execution_started_at or now()
+            if rolls_back is not None:
+                _end_rolled_back_plan(session, cluster, actor, rolls_back, plan_id)
             session.add(
                 audit_event(
                     cluster,
@@ -754,8 +948,11 @@ def execute_plan(
                     approver=approval.approver,
                     resumed=started is not None,
                     claimedBy=holder,
-                    # Which pacing, budgets and timeouts this run used, wherever each came from.
+                    # Which pacing, budgets and timeouts this run used (bounded by the approval), wherever each came
+                    # from, and whether the approved windows were set aside.
                     settings=settings.model_dump(mode="json"),
+                    binding=binding.model_dump(mode="json"),
+                    ignoreWindows=ignore_windows,
                 )
             )
 
@@ -779,6 +976,11 @@ def execute_plan(
                 reason = "stopped: too many failures" if failures else "max actions per run reached"
                 report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, reason)
                 continue
+            if not in_doubt and not is_open(windows, now()):
+                opening = next_opening(windows, now())
+                closed = f"the approved execution windows closed (next opening {opening:%Y-%m-%d %H:%M} UTC)"
+                report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, closed)
+                continue
             try:
                 result = run.run_action(action)
             except AdminError as error:
@@ -797,6 +999,50 @@ def execute_plan(
     finally:
         with store.session() as session:
             _release(session, claim)
+
+
+def _refuse_outside_windows(
+    store: Store, cluster: str, actor: str, plan_id: int, windows: Sequence[ExecutionWindow], now: datetime
+) -> NoReturn:
+    opening = next_opening(windows, now)
+    with store.session() as session:
+        session.add(
+            audit_event(
+                cluster,
+                actor,
+                "plan.outside-windows",
+                plan=plan_id,
+                windows=[window.describe() for window in windows],
+                opens=opening.isoformat() if opening else None,
+            )
+        )
+    raise InputError(
+        f"plan {plan_id} may execute only within its approved execution windows "
+        f"({'; '.join(window.describe() for window in windows)}); the next opens at {opening:%Y-%m-%d %H:%M} UTC. "
+        "This run sent nothing (--ignore-windows overrides them, audited)"
+    )
+
+
+def _end_rolled_back_plan(session: Session, cluster: str, actor: str, original_id: int, rollback_id: int) -> None:
+    """A rollback that starts ends the plan it undoes: rolled-back is final, so the original (a partial plan
+    included) can never be resumed to send its remaining moves over the rollback's. A plan another rollback
+    already ended is not undone twice."""
+    original = session.get(Plan, original_id)
+    if original.status == PlanStatus.ROLLED_BACK.value:
+        ended_by = session.scalar(
+            select(AuditEvent)
+            .where(AuditEvent.plan_id == original_id, AuditEvent.event == "plan.rolled-back")
+            .order_by(AuditEvent.id.desc())
+            .limit(1)
+        )
+        if ended_by is not None and ended_by.details.get("rolledBackBy") != rollback_id:
+            raise InputError(
+                f"plan {rollback_id} rolls back plan {original_id}, which plan {ended_by.details.get('rolledBackBy')} "
+                "already rolled back; refusing to undo it twice"
+            )
+        return
+    original.status = advance(original.status, PlanStatus.ROLLED_BACK, f"plan {original_id}").value
+    session.add(audit_event(cluster, actor, "plan.rolled-back", plan=original_id, rolledBackBy=rollback_id))
 
 
 def _finish(run: _Run, report: ExecutionReport, deadline: datetime) -> ExecutionReport:
