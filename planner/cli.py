@@ -22,6 +22,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
+from planner.arguments import (
+    COUNT,
+    EPOCH_MILLIS,
+    ID,
+    LOCAL_BROKERS,
+    PORT,
+    RATE_PER_MINUTE,
+    SECONDS,
+    SEED,
+    SPREAD_POINTS,
+    admin_url,
+    duration,
+)
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_assignments
@@ -300,9 +313,9 @@ def _plan_to_show(words: Sequence[str], command: str) -> int:
             f"pulsar-rebalance {command}: unexpected {' '.join(words)!r}; did you mean `{command} show ID`?"
         )
     try:
-        return int(words[1])
-    except ValueError:
-        raise InputError(f"invalid plan id {words[1]!r}") from None
+        return ID(words[1])
+    except argparse.ArgumentTypeError as error:
+        raise InputError(f"pulsar-rebalance {command} show: invalid plan id: {error}") from None
 
 
 def command_plan(args: argparse.Namespace) -> None:
@@ -311,7 +324,8 @@ def command_plan(args: argparse.Namespace) -> None:
     from planner.samples.dataset import samples_root
 
     if args.words:
-        _print_json(show_plan(_store(args), _plan_to_show(args.words, "plan")))
+        plan_id = _plan_to_show(args.words, "plan")
+        _print_json(show_plan(_store(args), plan_id))
         return
     if not args.cluster:
         raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
@@ -497,7 +511,8 @@ def command_plans(args: argparse.Namespace) -> None:
     from planner.audit.plan_records import list_plans, show_plan
 
     if args.words and args.words != ["list"]:
-        _print_json(show_plan(_store(args), _plan_to_show(args.words, "plans")))
+        plan_id = _plan_to_show(args.words, "plans")
+        _print_json(show_plan(_store(args), plan_id))
         return
     _print_json({"plans": list_plans(_store(args), args.cluster, args.status, args.limit)})
 
@@ -536,9 +551,6 @@ def command_simulate(args: argparse.Namespace) -> None:
         raise InputError("simulate needs either --scenario NAME or --all")
     if args.all and args.plot:
         raise InputError("--plot draws one scenario; with --all use --markdown FILE (plots go beside it)")
-    for name, value in (("--minutes", args.minutes), ("--cadence", args.cadence)):
-        if value is not None and value < 1:
-            raise InputError(f"invalid {name} {value}: must be at least 1")
     if args.target is not None and not args.target > 0:
         raise InputError(f"invalid --target {args.target}: must be a positive number of points")
     policies = [parse_policy(text).name for text in args.policies or DEFAULT_POLICIES]
@@ -598,8 +610,6 @@ def _simulate_maintenance(args: argparse.Namespace) -> None:
 
     if args.all or args.policies or args.plot or args.markdown:
         raise InputError("simulate --maintenance takes --scenario, --pace, --seed and --json only")
-    if args.pace < 1:
-        raise InputError(f"invalid --pace {args.pace}: must be at least 1 unload a minute")
     scenario = load_scenario(args.scenario or MAINTENANCE_SCENARIOS[args.maintenance])
     compare = compare_drain if args.maintenance == "drain" else compare_fill
     runs = compare(scenario, seed=args.seed, pace=args.pace)
@@ -622,7 +632,7 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
 
 def _add_plan_cluster_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", help="a cluster of the clusters file (default: the plan's cluster)")
-    parser.add_argument("--admin-url", help="the cluster's admin URL instead of the clusters file")
+    parser.add_argument("--admin-url", type=admin_url, help="the cluster's admin URL instead of the clusters file")
     parser.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
     parser.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
     parser.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
@@ -642,12 +652,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="LoadData JSON: Pulsar's /admin/v2/broker-stats/load-report shape per broker (README.md)",
     )
     shed.add_argument("--strategy", required=True, help=f"{names}, or the Java class name")
-    shed.add_argument("--runs", type=int, default=1, help="consecutive runs on the same input, carrying state")
+    shed.add_argument("--runs", type=COUNT, default=1, help="consecutive runs on the same input, carrying state")
     shed.add_argument("--state-in", type=Path, help="strategy state JSON to start from")
     shed.add_argument("--state-out", type=Path, help="write the strategy state after the last run")
     shed.add_argument(
         "--now",
-        type=int,
+        type=EPOCH_MILLIS,
         metavar="EPOCH_MILLIS",
         help="first drop recently-unloaded entries older than the grace period",
     )
@@ -691,7 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     collect_parser = commands.add_parser("collect", help="take a load snapshot of a cluster through its admin API")
     collect_parser.add_argument("--cluster", help="a cluster of the clusters file")
-    collect_parser.add_argument("--admin-url", help="a broker's admin URL; registered under its Pulsar cluster name")
+    collect_parser.add_argument(
+        "--admin-url", type=admin_url, help="a broker's admin URL; registered under its Pulsar cluster name"
+    )
     collect_parser.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
     collect_parser.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
     collect_parser.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
@@ -701,7 +713,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     snapshots = commands.add_parser("snapshots", help="list collected snapshots")
     snapshots.add_argument("--cluster", help="only this cluster's snapshots")
-    snapshots.add_argument("--limit", type=int, default=50, help="newest snapshots at most (default 50)")
+    snapshots.add_argument("--limit", type=COUNT, default=50, help="newest snapshots at most (default 50)")
     snapshots.add_argument(
         "--format", choices=["json", "table"], default="json", help="json (default) or a table for people"
     )
@@ -720,7 +732,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_code.set_defaults(handler=command_spark_code)
 
     load_data = commands.add_parser("load-data", help="print the LoadData JSON of a snapshot")
-    load_data.add_argument("--snapshot", type=int, required=True, help="the snapshot id (see `snapshots`)")
+    load_data.add_argument("--snapshot", type=ID, required=True, help="the snapshot id (see `snapshots`)")
     _add_store_options(load_data)
     load_data.set_defaults(handler=command_load_data)
 
@@ -729,7 +741,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--cluster", action="append", default=[], help="a cluster to plan (required, repeatable)")
     plan.add_argument("--strategy", default="AvgShedder", help=f"{names}, or the Java class name (default AvgShedder)")
     plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
-    plan.add_argument("--history", default="7d", help="how far back a full recompute of the averages reads samples")
+    plan.add_argument(
+        "--history", type=duration, default="7d", help="how far back a full recompute of the averages reads samples"
+    )
     plan.add_argument(
         "--recompute-averages",
         action="store_true",
@@ -759,14 +773,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--brokers", metavar="A,B", help="with --mode drain|fill: broker ids, comma separated")
     plan.add_argument(
-        "--max-moves", type=int, metavar="N", help=f"with --mode fill: unloads at most (default {DEFAULT_MAX_MOVES})"
+        "--max-moves", type=COUNT, metavar="N", help=f"with --mode fill: unloads at most (default {DEFAULT_MAX_MOVES})"
     )
     _add_config_options(plan)
     _add_store_options(plan)
     plan.set_defaults(handler=command_plan)
 
     approve = commands.add_parser("approve", help="record a decision on a pending plan (without Airflow)")
-    approve.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the pending plan (see `plans`)")
+    approve.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the pending plan (see `plans`)")
     approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
     approve.add_argument(
         "--as",
@@ -785,30 +799,30 @@ def build_parser() -> argparse.ArgumentParser:
     approve.set_defaults(handler=command_approve)
 
     execute = commands.add_parser("execute", help="execute an approved plan (or resume a stopped execution)")
-    execute.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the approved plan (see `plans`)")
+    execute.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the approved plan (see `plans`)")
     _add_plan_cluster_options(execute)
-    execute.add_argument("--actions-per-minute", type=float, help="pacing; 0 for none (default 30)")
-    execute.add_argument("--max-actions", type=int, help="actions at most in this run (default 100)")
-    execute.add_argument("--max-failures", type=int, help="stop after this many failed actions (default 3)")
-    execute.add_argument("--attempts", type=int, help="attempts per action (default 2)")
-    execute.add_argument("--ttl", type=float, metavar="SECONDS", help="a plan older than this is not started (6 h)")
+    execute.add_argument("--actions-per-minute", type=RATE_PER_MINUTE, help="pacing; 0 for none (default 30)")
+    execute.add_argument("--max-actions", type=COUNT, help="actions at most in this run (default 100)")
+    execute.add_argument("--max-failures", type=COUNT, help="stop after this many failed actions (default 3)")
+    execute.add_argument("--attempts", type=COUNT, help="attempts per action (default 2)")
+    execute.add_argument("--ttl", type=SECONDS, metavar="SECONDS", help="a plan older than this is not started (6 h)")
     execute.add_argument(
         "--resume-window",
-        type=float,
+        type=SECONDS,
         metavar="SECONDS",
         help="a started execution may run this long past the TTL (1 h)",
     )
-    execute.add_argument("--request-timeout", type=float, metavar="SECONDS", help="admin API read timeout (30)")
-    execute.add_argument("--verify-timeout", type=float, metavar="SECONDS", help="wait for a new owner (60)")
+    execute.add_argument("--request-timeout", type=SECONDS, metavar="SECONDS", help="admin API read timeout (30)")
+    execute.add_argument("--verify-timeout", type=SECONDS, metavar="SECONDS", help="wait for a new owner (60)")
     execute.add_argument(
         "--settle",
-        type=float,
+        type=SECONDS,
         metavar="SECONDS",
         help="wait before asking the cluster about an unanswered request (30)",
     )
-    execute.add_argument("--lease", type=float, metavar="SECONDS", help="the execution claim's lease (300)")
+    execute.add_argument("--lease", type=SECONDS, metavar="SECONDS", help="the execution claim's lease (300)")
     execute.add_argument(
-        "--wait-for-claim", type=float, default=0.0, metavar="SECONDS", help="wait this long for another run's claim"
+        "--wait-for-claim", type=SECONDS, default=0.0, metavar="SECONDS", help="wait this long for another run's claim"
     )
     _add_store_options(execute)
     execute.set_defaults(handler=command_execute)
@@ -816,7 +830,7 @@ def build_parser() -> argparse.ArgumentParser:
     rollback = commands.add_parser(
         "rollback", help="plan the undo of an executed plan: each moved bundle back to its source (then approve)"
     )
-    rollback.add_argument("plan_id", type=int, metavar="PLAN_ID", help="the executed (or partly executed) plan")
+    rollback.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the executed (or partly executed) plan")
     _add_plan_cluster_options(rollback)
     _add_store_options(rollback)
     rollback.set_defaults(handler=command_rollback)
@@ -825,7 +839,7 @@ def build_parser() -> argparse.ArgumentParser:
     plans.add_argument("words", nargs="*", metavar="list | show ID", help="list (the default) or show ID")
     plans.add_argument("--cluster", help="only this cluster's plans")
     plans.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
-    plans.add_argument("--limit", type=int, default=50, help="newest plans at most (default 50)")
+    plans.add_argument("--limit", type=COUNT, default=50, help="newest plans at most (default 50)")
     _add_store_options(plans)
     plans.set_defaults(handler=command_plans)
 
@@ -835,7 +849,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["start", "status", "stop", "wipe"],
         help="start it (downloading Pulsar on first use), show it, stop it, or stop it and delete its data",
     )
-    cluster.add_argument("--brokers", type=int, default=3, help="with start: how many brokers")
+    cluster.add_argument("--brokers", type=LOCAL_BROKERS, default=3, help="with start: how many brokers")
     cluster.add_argument(
         "--auth",
         choices=["none", "token"],
@@ -860,10 +874,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="Strategy[+Placement] (in-broker, every minute) or offline:Strategy[@MINUTES]; repeatable",
     )
-    simulate.add_argument("--minutes", type=int, help="simulated minutes (default: the scenario's)")
-    simulate.add_argument("--seed", type=int, default=1, help="traffic, sizes and placement draws (default 1)")
-    simulate.add_argument("--cadence", type=int, help="minutes between offline plans (default: the scenario's, 60)")
-    simulate.add_argument("--target", type=float, help="balanced = spread below this many points")
+    simulate.add_argument("--minutes", type=COUNT, help="simulated minutes (default: the scenario's)")
+    simulate.add_argument("--seed", type=SEED, default=1, help="traffic, sizes and placement draws (default 1)")
+    simulate.add_argument("--cadence", type=COUNT, help="minutes between offline plans (default: the scenario's, 60)")
+    simulate.add_argument("--target", type=SPREAD_POINTS, help="balanced = spread below this many points")
     simulate.add_argument(
         "--format", choices=["json", "table"], default="json", help="json (default) or a table for people"
     )
@@ -874,7 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["drain", "fill"],
         help="compare this product's drain (or fill) with Pulsar's shutdown (or in-broker shedders); prints JSON",
     )
-    simulate.add_argument("--pace", type=int, default=6, help="with --maintenance: unloads a minute (default 6)")
+    simulate.add_argument("--pace", type=COUNT, default=6, help="with --maintenance: unloads a minute (default 6)")
     simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
     _add_config_options(simulate)
@@ -882,8 +896,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the full cycle on a local cluster with Airflow (see README)")
     demo.add_argument("--approve", action="store_true", help="approve the plan automatically instead of in the UI")
-    demo.add_argument("--brokers", type=int, default=3, help="brokers of the local cluster (default 3)")
-    demo.add_argument("--port", type=int, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
+    demo.add_argument("--brokers", type=LOCAL_BROKERS, default=3, help="brokers of the local cluster (default 3)")
+    demo.add_argument("--port", type=PORT, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
     demo.set_defaults(handler=command_demo)
 
     database = commands.add_parser("db", help="store maintenance")
@@ -894,11 +908,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_runs(args: argparse.Namespace) -> None:
-    if getattr(args, "runs", 1) < 1:
-        raise InputError(f"invalid --runs {args.runs}: must be at least 1")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -907,7 +916,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(levelname)s %(message)s",
             stream=sys.stderr,
         )
-        _positive_runs(args)
         args.handler(args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

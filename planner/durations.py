@@ -27,4 +27,7 @@ def parse_duration(text: str) -> timedelta:
     text = text.strip()
     if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
         raise ValueError(f"duration {text!r}: expected a number and one of s, m, h, d (e.g. 30m, 7d)")
-    return timedelta(**{units[text[-1]]: int(text[:-1])})
+    try:
+        return timedelta(**{units[text[-1]]: int(text[:-1])})
+    except OverflowError:
+        raise ValueError(f"duration {text[:40]!r}: too long") from None

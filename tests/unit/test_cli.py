@@ -390,7 +390,7 @@ def test_spark_code_is_the_planner_package_in_a_zip_named_by_its_content(capsys,
     [
         (["--mode", "drain"], "--mode drain: --brokers is required"),
         (["--brokers", "a:8080"], "--brokers and --max-moves go with --mode drain or --mode fill"),
-        (["--mode", "fill", "--max-moves", "0"], "maxMoves must be a positive integer"),
+        (["--mode", "fill", "--max-moves", "0"], "argument --max-moves: must be from 1"),
         (["--mode", "fill", "--cluster", "other"], "name exactly one --cluster"),
     ],
 )
