@@ -28,6 +28,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, task
 from airflow.task.trigger_rule import TriggerRule
 
+from planner.airflow import dag_ids
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.operators import ExecutionWindowOperator, PlanApprovalOperator
 from planner.airflow.provider import executor_json_types
@@ -163,7 +164,7 @@ def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: An
 def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
     @dag(
         **_cluster_dag(
-            airflow_tasks.PLAN_DAG_PREFIX,
+            dag_ids.PLAN_DAG_PREFIX,
             cluster,
             plan_schedule(cluster, settings.plan_profile),
             {
@@ -195,7 +196,7 @@ def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
 
     @dag(
         **_cluster_dag(
-            airflow_tasks.MAINTENANCE_DAG_PREFIX,
+            dag_ids.MAINTENANCE_DAG_PREFIX,
             cluster,
             None,
             {
@@ -229,7 +230,7 @@ def rollback_dag(cluster: str, settings: PlannerSettings) -> DAG:
 
     @dag(
         **_cluster_dag(
-            airflow_tasks.ROLLBACK_DAG_PREFIX,
+            dag_ids.ROLLBACK_DAG_PREFIX,
             cluster,
             None,
             {"plan": Param(None, type=["integer", "null"], minimum=1, description="The executed plan to roll back")},

@@ -46,9 +46,6 @@ from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, p
 from planner.store.database import Store
 from planner.store.models import audit_event
 
-PLAN_DAG_PREFIX = "pulsar_rebalance_plan_"  # + the cluster's name: one plan DAG per cluster
-MAINTENANCE_DAG_PREFIX = "pulsar_rebalance_maintenance_"  # drain and fill, triggered with params
-ROLLBACK_DAG_PREFIX = "pulsar_rebalance_rollback_"  # the inverse of an executed plan, triggered with its id
 HITL_SOURCE = "airflow-hitl"  # where a person's answer at the gate came from (policies: POLICY_SOURCE)
 
 

@@ -229,7 +229,27 @@ def test_run_link_leads_to_the_runs_plan(filled):
     client, ids = filled
     found = client.get(f"{URL_PREFIX}/runs/pulsar_rebalance_plan_west/scheduled__run-1", follow_redirects=False)
     assert found.status_code == 303 and found.headers["location"] == f"{URL_PREFIX}/plans/{ids['executed']}"
-    assert "No plan for this run" in client.get(f"{URL_PREFIX}/runs/other_dag/manual__x").text
+    assert "No plan for this run" in client.get(f"{URL_PREFIX}/runs/pulsar_rebalance_plan_west/manual__x").text
+    assert client.get(f"{URL_PREFIX}/runs/other_dag/scheduled__run-1").status_code == 404
+
+
+def test_each_clusters_dag_shows_its_own_plan_for_a_run_id_they_share(tmp_path):
+    """Scheduled run ids are the same in every cluster's plan DAG: the DAG, not the run id alone, picks the plan."""
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    shared_run = "scheduled__run-1"
+    west, east = commit(store, "west", shared_run), commit(store, "east", shared_run)
+    client = TestClient(create_app(lambda: store, lambda: tmp_path, []))
+    for dag_id, plan_id in (
+        ("pulsar_rebalance_plan_west", west),
+        ("pulsar_rebalance_plan_east", east),
+        ("pulsar_rebalance_maintenance_east", east),
+    ):
+        found = client.get(f"/runs/{dag_id}/{shared_run}", follow_redirects=False)
+        assert found.status_code == 303 and found.headers["location"] == f"/plans/{plan_id}", dag_id
+    assert "No plan for this run" in client.get(f"/runs/pulsar_rebalance_plan_north/{shared_run}").text
+    for unknown in ("pulsar_rebalance_collect", "other_dag", "pulsar_rebalance_plan_"):
+        assert client.get(f"/runs/{unknown}/{shared_run}").status_code == 404, unknown
+    store.dispose()
 
 
 def test_the_openapi_document_is_served_to_logged_in_users_only(filled):

@@ -21,6 +21,8 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from planner.airflow.dag_ids import cluster_of_dag
+from planner.audit.plan_records import plan_for_run
 from planner.audit.review.charts import history_chart, plan_chart
 from planner.audit.review.queries import (
     MAX_PER_PAGE,
@@ -30,7 +32,6 @@ from planner.audit.review.queries import (
     cluster_names,
     drain_progress,
     plan_detail,
-    plan_for_run,
     plan_page,
 )
 from planner.errors import InputError, NotFoundError
@@ -231,9 +232,12 @@ def create_app(
     def run_page(
         request: Request, dag_id: str, run_id: str, readable: frozenset[str] | None = readable_dependency
     ) -> Response:
-        plan_id = plan_for_run(open_store(), run_id)
-        if plan_id is not None:
-            readable_plan(readable, plan_id)
+        # Each cluster's DAG has runs of the same scheduled ids: the DAG names the cluster whose plan to show.
+        cluster = cluster_of_dag(dag_id)
+        if cluster is None:
+            raise HTTPException(status_code=404, detail=f"DAG {dag_id} commits no plans")
+        visible(readable, cluster, f"DAG {dag_id}")
+        plan_id = plan_for_run(open_store(), run_id, cluster)
         if plan_id is None:
             return render(request, "no_plan.html", dag_id=dag_id, run_id=run_id)
         base = str(request.scope.get("root_path", "")).rstrip("/")

@@ -221,14 +221,6 @@ def plan_detail(store: Store, plan_id: int) -> dict[str, Any]:
         }
 
 
-def plan_for_run(store: Store, run_id: str) -> int | None:
-    """The plan an Airflow DAG run committed (run keys start with the run id), if any."""
-    with store.session() as session:
-        return session.scalar(
-            select(Plan.id).where(Plan.run_key.startswith(f"{run_id}:", autoescape=True)).order_by(Plan.id.desc())
-        )
-
-
 def cluster_history(store: Store, home: str | Path, cluster: str, since: datetime) -> dict[str, Any]:
     """Per-broker score and msg/s per snapshot since a time, and the plan executions in that time."""
     with store.session() as session:
