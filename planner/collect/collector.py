@@ -375,6 +375,7 @@ def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> 
             raise NotFoundError(f"unknown snapshot {snapshot_id}" + (f" (it is {snapshot.status})" if snapshot else ""))
         cluster = snapshot.cluster.name
         archive_path = snapshot.archive_path
+        missing = dict(snapshot.missing_brokers or {})
         recent = {
             row.bundle: row.unloaded_at_millis
             for row in session.scalars(
@@ -382,7 +383,17 @@ def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> 
             )
         }
     archive = read_archive(archive_path)
-    reports = {broker: local_broker_data_from_json(raw, broker) for broker, raw in archive["loadReports"].items()}
+    # A report the collect refused is kept in the archive for audit; the snapshot counts that broker as missing,
+    # and so does its LoadData, as Pulsar's leader goes on without a broker whose report it cannot read.
+    for broker in sorted(missing):
+        logger.warning(
+            "snapshot %s: broker %s left out (missing from the snapshot: %s)", snapshot_id, broker, missing[broker]
+        )
+    reports = {
+        broker: local_broker_data_from_json(raw, broker)
+        for broker, raw in archive["loadReports"].items()
+        if broker not in missing
+    }
 
     bundle_table = read_samples(
         root, "bundles", cluster, up_to_snapshot=snapshot_id, exclude=unpublished_snapshot_ids(store, cluster)

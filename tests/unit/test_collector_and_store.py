@@ -200,6 +200,22 @@ def test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing(cluster,
     assert listed["partial"] and listed["missingBrokers"] == sorted([brokers[1].broker_id, brokers[2].broker_id])
 
 
+def test_a_snapshot_with_a_refused_report_loads_without_that_broker(cluster, store, tmp_path, caplog):
+    entry, brokers = cluster
+    refused = {**load_report(cpu=5), "msgRateIn": -1.0}
+    brokers[2].route("GET", "/admin/v2/broker-stats/load-report", Reply(200, refused))
+    result = collect(client(entry), store, tmp_path)
+    assert "msgRateIn" in result.missing[brokers[2].broker_id]
+    # The refused report stays in the archive for audit; the LoadData goes on without that broker, and says so.
+    with store.session() as session:
+        archive = read_archive(session.get(Snapshot, result.snapshot_id).archive_path)
+    assert json.loads(archive["loadReports"][brokers[2].broker_id])["msgRateIn"] == -1.0
+    with caplog.at_level("WARNING"):
+        load_data = load_data_for_snapshot(store, tmp_path, result.snapshot_id)
+    assert set(load_data.brokers) == {brokers[0].broker_id, brokers[1].broker_id}
+    assert f"broker {brokers[2].broker_id} left out" in caplog.text
+
+
 def test_a_failure_while_recording_leaves_nothing_half_written(cluster, store, tmp_path, monkeypatch):
     entry, _ = cluster
     real_write = storage.write_parquet
