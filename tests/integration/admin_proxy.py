@@ -7,6 +7,7 @@ requests whose method and path match (`Fault.matches`):
 - `hold`: forward, then withhold the answer for `seconds` (the client times out after the broker acted);
 - `bad-gateway`: forward, then answer 502 (a proxy error after forwarding);
 - `drop`: answer 502 without forwarding (the broker never saw it);
+- `delay`: hold the request `seconds` before forwarding it (the client times out before the broker acts);
 - `park`: forward, then signal `parked` and hold the answer until released (a kill test kills the client
   while its request is in flight and answered by the broker).
 """
@@ -23,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 @dataclass
 class Fault:
-    kind: str  # hold, bad-gateway, drop, park
+    kind: str  # hold, bad-gateway, drop, delay, park
     method: str = "PUT"
     path_contains: str = "/unload"
     times: int = 1
@@ -88,10 +89,13 @@ class AdminProxy:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                fault = proxy._fault(self.command, self.path, {"drop"})
-                if fault is not None:
+                fault = proxy._fault(self.command, self.path, {"drop", "delay"})
+                if fault is not None and fault.kind == "drop":
                     self._answer(502, {}, b'{"reason": "injected: dropped before forwarding"}')
                     return
+                if fault is not None:  # delay: the request reaches the broker after its client gave up
+                    fault.parked.set()
+                    fault.release.wait(fault.seconds)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "connection"}}
                 upstream = http.client.HTTPConnection(host, int(port), timeout=120)
                 try:

@@ -1,6 +1,12 @@
 """Exactly once on the real cluster, counted at a loopback proxy in front of the brokers:
 - a lost answer (the broker acted, the answer was withheld past the timeout, or a 502 came after
   forwarding) is reconciled with the cluster, not resent; a request that never reached a broker is;
+- a request that reaches the broker only after its client gave up is waited for (the settle time runs from the
+  request's end past the brokers' unload timeout), not resent;
+- a real `execute` process frozen (SIGSTOP) after recording its intent, past its lease, while a second run
+  finishes the plan, sends nothing when resumed and exits 2 with one line;
+- two approved plans moving the same bundle, executed at once: one waits (refused, naming the other), and
+  the bundle moves once;
 - the execute step, a real `pulsar-rebalance execute` process, is SIGKILLed at every step boundary in
   turn and rerun: every unload reaches a broker once, ownership ends as planned, the trail is complete;
 - two executions of one plan, on SQLite and on PostgreSQL: one sends, the other refuses."""
@@ -239,4 +245,95 @@ def test_two_executions_of_one_plan_one_sends_the_other_refuses(
     assert first.returncode == 0 and json.loads(out)["status"] == "executed", err
     assert len(proxy.puts("/unload")) == len(bundles)
     assert [event.event for event in audit(store, plan_id)].count("plan.claim-refused") == 1
+    store.dispose()
+
+
+def test_a_request_that_reaches_the_broker_after_its_client_gave_up_is_waited_for_not_resent(
+    pulsar_cluster, traffic_generator, proxy, tmp_path
+):
+    """The proxy holds the unload 8 s before forwarding it to its owner; the client gives up after 3 s. The settle time (2 s
+    here, less than the request timeout) used to run from the request's start, so the executor looked, found the
+    bundle still on its source and sent it again. It now runs from the request's end for the brokers' unload
+    timeout (15 s on the local cluster, read from their runtime configuration) plus 5 s."""
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    generator = busy_namespace(traffic_generator, brokers[0], 1)
+    [bundle] = bundles_on(generator, 1)
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    plan_id = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[1])])
+    # The hop to the owner (after the redirects through the leader) is the one that acts: that one is held.
+    proxy.faults.append(Fault("delay", path_contains="/unload?authoritative=true", seconds=8))
+    started = time.monotonic()
+    settings = FAULTY.model_copy(update={"settle_seconds": 2.0})
+    with PulsarAdminClient(proxy.admin_url, timeout=(5.0, settings.request_timeout_seconds)) as client:
+        report = execute_plan(store, client, plan_id, settings)
+    waited = time.monotonic() - started
+    assert report.status == "executed", report.to_json()
+    assert len(proxy.puts("/unload")) == 1, "the unload was sent again while the first was on its way"
+    assert attempt_statuses(store, plan_id)[0] == ["reconciled-applied"]
+    assert owners(client, pulsar_cluster, [bundle]) == {bundle: brokers[1]}
+    assert waited >= 3 + 15 + 5 - 1, waited
+    print(f"\nforwarded 8 s late: reconciled after {waited:.1f} s, one PUT")
+    store.dispose()
+
+
+def test_a_run_frozen_past_its_lease_sends_nothing_once_resumed(pulsar_cluster, traffic_generator, proxy, tmp_path):
+    """A real `execute` is frozen right after committing `sending` (SIGSTOP, as a VM or container pause), its
+    lease runs out, a second run takes the plan over and finishes it; resumed, the first re-checks its claim before
+    the request leaves and exits 2 with one line, having sent nothing."""
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    generator = busy_namespace(traffic_generator, brokers[0], 2)
+    bundles = bundles_on(generator, 2)
+    db_url = f"sqlite:///{tmp_path / 'planner.db'}"
+    store = Store(db_url)
+    plan_id = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[2]) for bundle in bundles])
+    frozen = _execute_process(plan_id, proxy.admin_url, db_url, failpoint="executor.attempt-recorded")
+    _wait_stopped(frozen)
+    second = _execute_process(plan_id, proxy.admin_url, db_url)
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0 and json.loads(out)["status"] == "executed", err
+    assert len(proxy.puts("/unload")) == len(bundles)
+    frozen.send_signal(signal.SIGCONT)
+    out, err = frozen.communicate(timeout=120)
+    assert frozen.returncode == 2, (out, err)
+    assert err.count("\n") == 1 and err.startswith("error: ") and "taken over by another run" in err, err
+    assert len(proxy.puts("/unload")) == len(bundles), "the resumed run sent after losing its claim"
+    assert owners_of(pulsar_cluster, bundles) == dict.fromkeys(bundles, brokers[2])
+    # The frozen run's intent was settled by the second run: the record tells what happened to it.
+    assert attempt_statuses(store, plan_id)[0] == ["reconciled-not-applied", "succeeded"]
+    store.dispose()
+
+
+def test_two_plans_moving_the_same_bundle_at_once_move_it_once(pulsar_cluster, traffic_generator, proxy, tmp_path):
+    """A drain started from the CLI while another approved plan executes (or a rollback while its original
+    resumes): the second plan is refused while the first holds the cluster, naming it, and sends nothing; run
+    afterwards, it finds the bundle gone from its planned source and skips it. One PUT reached a broker."""
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    generator = busy_namespace(traffic_generator, brokers[0], 1)
+    [bundle] = bundles_on(generator, 1)
+    db_url = f"sqlite:///{tmp_path / 'planner.db'}"
+    store = Store(db_url)
+    rebalance = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[1])])
+    drain = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[2])])
+    first = _execute_process(rebalance, proxy.admin_url, db_url, failpoint="executor.claimed")
+    _wait_stopped(first)
+    env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
+    second = subprocess.run(
+        [sys.executable, "-m", "planner.cli", "execute", str(drain), "--admin-url", proxy.admin_url, "--db", db_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 2 and f"is being executed by plan {rebalance}" in second.stderr, second.stderr
+    assert second.stderr.count("\n") == 1
+    assert proxy.puts("/unload") == []
+    first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0 and json.loads(out)["status"] == "executed", err
+    again = _execute_process(drain, proxy.admin_url, db_url)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    assert json.loads(out)["actions"][0]["status"] == "skipped"
+    assert len(proxy.puts("/unload")) == 1
+    assert owners_of(pulsar_cluster, [bundle]) == {bundle: brokers[1]}
     store.dispose()
