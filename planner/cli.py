@@ -485,7 +485,13 @@ def command_execute(args: argparse.Namespace) -> None:
     with _plan_cluster_client(args, store, args.plan_id) as client:
         client.timeout = (client.timeout[0], settings.request_timeout_seconds)
         report = execute_plan(
-            store, client, args.plan_id, settings, actor=f"cli:{getpass.getuser()}", claim_wait=args.wait_for_claim
+            store,
+            client,
+            args.plan_id,
+            settings,
+            actor=f"cli:{getpass.getuser()}",
+            claim_wait=args.wait_for_claim,
+            ignore_windows=args.ignore_windows,
         )
     _print_json(report.to_json())
 
@@ -805,12 +811,17 @@ def build_parser() -> argparse.ArgumentParser:
     execute.add_argument("--max-actions", type=COUNT, help="actions at most in this run (default 100)")
     execute.add_argument("--max-failures", type=COUNT, help="stop after this many failed actions (default 3)")
     execute.add_argument("--attempts", type=COUNT, help="attempts per action (default 2)")
-    execute.add_argument("--ttl", type=SECONDS, metavar="SECONDS", help="a plan older than this is not started (6 h)")
+    execute.add_argument(
+        "--ttl",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="a plan older than this is not started (6 h; never past the approval's)",
+    )
     execute.add_argument(
         "--resume-window",
         type=SECONDS,
         metavar="SECONDS",
-        help="a started execution may run this long past the TTL (1 h)",
+        help="a started execution may run this long past the TTL (1 h; never past the approval's)",
     )
     execute.add_argument("--request-timeout", type=SECONDS, metavar="SECONDS", help="admin API read timeout (30)")
     execute.add_argument("--verify-timeout", type=SECONDS, metavar="SECONDS", help="wait for a new owner (60)")
@@ -818,11 +829,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--settle",
         type=SECONDS,
         metavar="SECONDS",
-        help="wait before asking the cluster about an unanswered request (30)",
+        help="after an unanswered request ended, wait this long, and at least the brokers' unload timeout + 5 s, "
+        "before asking the cluster what happened (30)",
     )
     execute.add_argument("--lease", type=SECONDS, metavar="SECONDS", help="the execution claim's lease (300)")
     execute.add_argument(
-        "--wait-for-claim", type=SECONDS, default=0.0, metavar="SECONDS", help="wait this long for another run's claim"
+        "--wait-for-claim",
+        type=SECONDS,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another run's claim on the plan or the cluster",
+    )
+    execute.add_argument(
+        "--ignore-windows",
+        action="store_true",
+        help="run outside the execution windows the approval bound (audited as plan.windows-ignored)",
     )
     _add_store_options(execute)
     execute.set_defaults(handler=command_execute)
