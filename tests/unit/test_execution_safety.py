@@ -230,7 +230,7 @@ def test_cli_lists_and_shows_plans_in_both_grammars(store, capsys):
     for command in (["plans", "show", str(plan_id)], ["plan", "show", str(plan_id)]):
         assert cli.main([*command, "--db", url]) == 0
         assert json.loads(capsys.readouterr().out)["actionsHash"] == show_plan(store, plan_id)["actionsHash"]
-    for words, message in ((["show"], "did you mean `plans show ID`"), (["show", "x"], "invalid plan id 'x'")):
+    for words, message in ((["show"], "did you mean `plans show ID`"), (["show", "x"], "invalid plan id: expected a whole number, got 'x'")):
         assert cli.main(["plans", *words, "--db", url]) == 2
         assert message in capsys.readouterr().err
     assert cli.main(["plans", "--status", "bogus", "--db", url]) == 2
@@ -243,7 +243,7 @@ def test_cli_execute_refuses_bad_input_before_sending(store, capsys):
     for arguments, message in [
         (["--ttl", "-1"], "--ttl"),
         (["--cluster", "other"], "is for cluster 'c1'"),
-        (["--admin-url", "ftp://x"], "admin_url"),
+        (["--admin-url", "ftp://x"], "--admin-url"),
         (["--attempts", "0", "--admin-url", NO_CLUSTER], None),
     ]:
         assert cli.main(["execute", str(plan_id), *arguments, "--db", url]) == 2, arguments
