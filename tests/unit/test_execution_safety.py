@@ -230,7 +230,10 @@ def test_cli_lists_and_shows_plans_in_both_grammars(store, capsys):
     for command in (["plans", "show", str(plan_id)], ["plan", "show", str(plan_id)]):
         assert cli.main([*command, "--db", url]) == 0
         assert json.loads(capsys.readouterr().out)["actionsHash"] == show_plan(store, plan_id)["actionsHash"]
-    for words, message in ((["show"], "did you mean `plans show ID`"), (["show", "x"], "invalid plan id: expected a whole number, got 'x'")):
+    for words, message in (
+        (["show"], "did you mean `plans show ID`"),
+        (["show", "x"], "invalid plan id: expected a whole number, got 'x'"),
+    ):
         assert cli.main(["plans", *words, "--db", url]) == 2
         assert message in capsys.readouterr().err
     assert cli.main(["plans", "--status", "bogus", "--db", url]) == 2
