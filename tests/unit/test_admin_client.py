@@ -49,6 +49,25 @@ def test_actions_are_not_resent_after_a_5xx(fake):
     assert fake.calls[("PUT", path)] == 1
 
 
+@pytest.mark.parametrize(
+    ("reply", "limit"),
+    [
+        (Reply(200, "x" * 5000), 1000),  # a 2xx whose body is over the limit (declared)
+        (Reply(200, "x" * 5000, omit_length=True), 1000),  # ... found over it while reading
+        (Reply(200, "{}", headers={"Content-Length": "10"}, omit_length=True), 10**6),  # cut short after 2 of 10
+    ],
+)
+def test_an_error_after_the_status_line_may_have_applied(fake, reply, limit):
+    """The broker answered: whatever fails after its status line, a 2xx included, leaves the action in doubt
+    (reconciled, never taken as not done and resent)."""
+    path = "/admin/v2/namespaces/t/ns/0x00000000_0x80000000/unload"
+    fake.route("PUT", path, reply)
+    with pytest.raises(AdminError) as raised:
+        client_for(fake, max_response_bytes=limit).unload_bundle("t/ns", "0x00000000_0x80000000", "127.0.0.1:8081")
+    assert raised.value.may_have_applied, str(raised.value)
+    assert fake.calls[("PUT", path)] == 1
+
+
 def test_timeout_is_a_clear_error_naming_broker_and_endpoint(fake):
     fake.route("GET", "/admin/v2/broker-stats/load-report", Reply(200, load_report(), delay=1.5))
     with pytest.raises(AdminError) as raised:
