@@ -48,6 +48,9 @@ SHARED_BROKER_SETTINGS: Mapping[str, object] = MappingProxyType(
         "loadBalancerHostUsageCheckIntervalMinutes": 1,
         "loadBalancerResourceQuotaUpdateIntervalMinutes": 1,
         "brokerShutdownTimeoutMs": 10000,
+        # An executor settles an unanswered unload only after the brokers' own unload timeout (60 s by default):
+        # these brokers unload in well under a second, and 15 s keeps each such wait short.
+        "namespaceBundleUnloadingTimeoutMs": 15000,
     }
 )
 

@@ -608,9 +608,6 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         "brokerServicePort": settings.broker_port(index),
         # The settings every cluster of this project shares with docker-compose.yml's brokers.
         **SHARED_BROKER_SETTINGS,
-        # An executor settles an unanswered unload only after the brokers' own unload timeout (60 s by default):
-        # a loopback cluster unloads in well under a second, and 15 s keeps each such wait in the tests short.
-        "namespaceBundleUnloadingTimeoutMs": 15000,
         **(EXTENSIBLE_BROKER_SETTINGS if settings.load_manager == "extensible" else {}),
         **(_token_auth_conf(settings) if settings.auth == "token" else {}),
     }
