@@ -202,9 +202,14 @@ class ExecutorSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ttl: Seconds = Field(timedelta(hours=6), description="An approved plan is not started after this age.")
+    ttl: Seconds = Field(
+        timedelta(hours=6),
+        description="An approved plan is not started after this age. Bound by the approval: a later setting, option "
+        "or param may shorten it, never extend it.",
+    )
     resume_window: Seconds = Field(
-        timedelta(hours=1), description="A started execution may continue or be resumed this long past the TTL."
+        timedelta(hours=1),
+        description="A started execution may continue or be resumed this long past the TTL (bound like the TTL).",
     )
     actions_per_minute: float = Field(30.0, ge=0, description="Pacing: at most this many actions start per minute.")
     max_actions: int = Field(100, ge=1, description="At most this many actions per run; a rerun continues.")
@@ -213,11 +218,15 @@ class ExecutorSettings(BaseModel):
     verify_timeout_seconds: float = Field(60.0, ge=0, description="How long an action's effect is awaited.")
     verify_interval_seconds: float = Field(1.0, gt=0, description="Polling interval of the verification.")
     settle_seconds: float = Field(
-        30.0, ge=0, description="After an unanswered request, wait this long before asking the cluster what happened."
+        30.0,
+        ge=0,
+        description="After an unanswered request ended, wait this long, and at least the brokers' unload timeout "
+        "(`namespaceBundleUnloadingTimeoutMs`, 60 s if unreadable) + 5 s, before asking the cluster what happened.",
     )
     lease: Seconds = Field(
         timedelta(minutes=5),
-        description="The execution claim's lease, renewed before every request; must outlast one step.",
+        description="The execution claims' lease (the plan's and its cluster's), renewed before every request; must "
+        "outlast one step. A request leaves only with more than the request timeout + 5 s of it left.",
     )
     request_timeout_seconds: float = Field(30.0, gt=0, description="The admin API read timeout during execution.")
 
@@ -365,7 +374,9 @@ class PlannerSettings(BaseSettings):
     execution_windows: tuple[ExecutionWindow, ...] = Field(
         (),
         description="When approved plans execute (JSON list of `{cron, duration, timezone, clusters}`); a plan "
-        "approved outside them waits for the next opening. Empty: at once.",
+        "approved outside them waits for the next opening. Bound with each decision: the executor starts actions "
+        "only while one of the approved windows is open, whatever the entry point (`execute --ignore-windows`, "
+        "audited, sets them aside). Empty: at once.",
     )
     notify_email_to: Annotated[tuple[str, ...], NoDecode] = Field(
         (),
