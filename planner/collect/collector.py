@@ -14,7 +14,11 @@ A snapshot is complete in all three places or absent from all of them, under kil
 4. the row is marked `published`, with its audit event.
 Readers see published snapshots only (their ids exclude every other). A collect that failed abandons
 its snapshot at once; one that was killed leaves a `staged` row, which the next collect of the cluster
-abandons once it is older than `STALE_AFTER`: its files are deleted and the row kept as `abandoned`.
+abandons once its collect was last known alive more than `STALE_AFTER` ago: its files are deleted and the row
+kept as `abandoned`. A live collect proves itself alive by the row's `heartbeat_at`, set when the row is staged
+(not when the fetch began: a slow fetch does not age it) and renewed from a thread until the row is published.
+Abandoning, renewing and publishing are each one UPDATE conditional on the row still being `staged`, so the row
+count decides between them: a collect whose row was abandoned under it publishes nothing and fails.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 from planner import storage
@@ -52,11 +57,18 @@ logger = logging.getLogger(__name__)
 
 # Pulsar's leader keeps 1000 long-term samples; older snapshots cannot change the averages much.
 REPLAYED_SNAPSHOTS = 1000
-# A staged snapshot this old belongs to a collect that died (one collect takes seconds to minutes).
+# A staged snapshot whose collect was last known alive this long ago belongs to a collect that died: a live one
+# renews its row's heartbeat every STALE_AFTER / HEARTBEATS_PER_STALE_AGE, so several renewals in a row must fail.
 STALE_AFTER = timedelta(minutes=10)
+HEARTBEATS_PER_STALE_AGE = 10
 # The step boundaries of a collect; `file-staged` and `file-published` are reached once per file (3 each).
 COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.file-published", "collector.published")
 SNAPSHOT_FILES = 3
+
+
+class SnapshotAbandonedError(RuntimeError):
+    """The collect's staged snapshot was abandoned under it (it looked dead to another collect): nothing of it is
+    published, and the row and its audit event are the abandoner's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,41 +144,123 @@ def snapshot_reports(store: Store, cluster: str, after: datetime, until: datetim
     )
 
 
-def _abandon(store: Store, root: str | Path, snapshot_id: int, actor: str, reason: str) -> None:
-    """Delete whatever a collect wrote of a snapshot and mark its row abandoned (kept: ids are never reused)."""
-    with store.session() as session:
-        snapshot = session.get(Snapshot, snapshot_id)
-        cluster = snapshot.cluster.name
-        taken_at = snapshot.taken_at
+def _delete_snapshot_files(root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime) -> None:
     for staged_uri, published_uri in snapshot_files(root, cluster, snapshot_id, taken_at):
         storage.delete(staged_uri)
         storage.delete(published_uri)
+
+
+def _last_alive() -> ColumnElement[Any]:
+    """When a staged row's collect was last known alive (rows staged before heartbeats: when it began)."""
+    return func.coalesce(Snapshot.heartbeat_at, Snapshot.taken_at)
+
+
+def _abandon(
+    store: Store,
+    root: str | Path,
+    snapshot_id: int,
+    actor: str,
+    reason: str,
+    *,
+    last_alive_before: datetime | None = None,
+) -> bool:
+    """Mark a staged snapshot abandoned and delete whatever was written of it (the row is kept: ids are never
+    reused); with `last_alive_before`, only if its collect was last known alive before then.
+
+    One conditional UPDATE decides, so of two abandoners, or an abandoner and the collect renewing or publishing
+    the row, one wins; returns whether this call did. The files are deleted before that commits: a kill in
+    between leaves the row staged, for the next collect to abandon again."""
+    abandoned = advance(SnapshotStatus.STAGED, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
+    still_staged = [Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value]
+    if last_alive_before is not None:
+        still_staged.append(_last_alive() < last_alive_before)
     with store.session() as session:
+        won = session.execute(
+            update(Snapshot).where(*still_staged).values(status=abandoned).execution_options(synchronize_session=False)
+        ).rowcount
+        if won != 1:
+            return False
         snapshot = session.get(Snapshot, snapshot_id)
-        snapshot.status = advance(snapshot.status, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
+        cluster = snapshot.cluster.name
+        _delete_snapshot_files(root, cluster, snapshot_id, snapshot.taken_at)
         session.add(audit_event(cluster, actor, "snapshot.abandoned", snapshot=snapshot_id, reason=reason))
+    return True
 
 
 def abandon_stale_snapshots(
     store: Store, root: str | Path, cluster: str, *, older_than: timedelta = STALE_AFTER, actor: str = "collector"
 ) -> list[int]:
-    """Abandon the cluster's staged snapshots older than `older_than` (left by collects that were killed)."""
+    """Abandon the cluster's staged snapshots whose collect was last known alive more than `older_than` ago (left
+    by collects that were killed); returns those this call abandoned."""
     cutoff = datetime.now(UTC) - older_than
     with store.session() as session:
-        stale = list(
+        candidates = list(
             session.scalars(
                 select(Snapshot.id)
                 .join(Cluster)
                 .where(
                     Cluster.name == cluster,
                     Snapshot.status == SnapshotStatus.STAGED.value,
-                    Snapshot.taken_at < cutoff,
+                    _last_alive() < cutoff,
                 )
+                .order_by(Snapshot.id)
             )
         )
-    for snapshot_id in stale:
-        _abandon(store, root, snapshot_id, actor, f"staged for more than {older_than}: its collect died")
-    return stale
+    reason = f"its collect was last known alive more than {older_than} ago: it died"
+    # Each is checked again as it is abandoned: its collect may have renewed it since, or another abandoned it.
+    return [
+        snapshot_id
+        for snapshot_id in candidates
+        if _abandon(store, root, snapshot_id, actor, reason, last_alive_before=cutoff)
+    ]
+
+
+def _renew_heartbeat(store: Store, snapshot_id: int) -> bool:
+    """Record that the collect of a staged snapshot is alive; False once the row is no longer staged."""
+    with store.session() as session:
+        return (
+            session.execute(
+                update(Snapshot)
+                .where(Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value)
+                .values(heartbeat_at=datetime.now(UTC))
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            == 1
+        )
+
+
+class _Heartbeat:
+    """Renews a staged snapshot's heartbeat from a daemon thread while the collect writes its files (a slow
+    object store must not make a live collect look dead); notices when the row was abandoned under it. A renewal
+    that fails (the database busy or away) is retried at the next beat: only a row no longer staged stops it."""
+
+    def __init__(self, store: Store, snapshot_id: int, every: timedelta) -> None:
+        self.snapshot_id = snapshot_id
+        self._store, self._every = store, every.total_seconds()
+        self._stopped, self._lost = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"snapshot-{snapshot_id}-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._every):
+            try:
+                if not _renew_heartbeat(self._store, self.snapshot_id):
+                    self._lost.set()
+                    return
+            except Exception as error:  # the next beat tries again: abandonment needs several missed in a row
+                logger.warning("snapshot %s: heartbeat not renewed: %s", self.snapshot_id, error)
+
+    def check(self) -> None:
+        """Stop writing at once when the row was abandoned under this collect."""
+        if self._lost.is_set():
+            raise SnapshotAbandonedError(f"snapshot {self.snapshot_id} was abandoned by another collect")
 
 
 def _write_archive(uri: str, document: dict[str, Any]) -> None:
@@ -198,9 +292,13 @@ def collect(
     *,
     topic_stats: bool = False,
     actor: str = "collector",
+    stale_after: timedelta = STALE_AFTER,
 ) -> CollectResult:
     """Take one snapshot of the cluster behind `client` and record it everywhere (the store, and the archive and
-    samples under the storage root `root`, a path or URI), or nowhere."""
+    samples under the storage root `root`, a path or URI), or nowhere.
+
+    `stale_after`: how long a staged snapshot's collect may be silent before it is taken for dead (every collect
+    of a cluster must use the same; tests shorten it)."""
     runtime = client.runtime_configuration()
     # The name becomes the snapshot's storage paths: checked by Pulsar's rule before anything is written.
     cluster = check_cluster_name(cluster_name, "the clusters file") if cluster_name else client.cluster_name(runtime)
@@ -251,7 +349,7 @@ def collect(
         "ownedBundles": {b: bundles for b, bundles in owned.items() if not isinstance(bundles, AdminError)},
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
-    abandon_stale_snapshots(store, root, cluster, actor=actor)
+    abandon_stale_snapshots(store, root, cluster, older_than=stale_after, actor=actor)
     with store.session() as session:
         snapshot = Snapshot(
             cluster_id=cluster_row(session, cluster, client.admin_url).id,
@@ -264,6 +362,8 @@ def collect(
             archive_path="",
             leader=leader,
             status=advance(None, SnapshotStatus.STAGED, "a new snapshot").value,
+            # Alive now, however long the fetch took since taken_at.
+            heartbeat_at=datetime.now(UTC),
         )
         session.add(snapshot)
         session.flush()
@@ -272,34 +372,58 @@ def collect(
         snapshot.archive_path = files[0][1]
     failpoint("collector.row-staged")
     try:
-        _write_archive(files[0][0], archive)
-        failpoint("collector.file-staged")
-        for (staged_path, _), rows in zip(
-            files[1:], snapshot_tables(snapshot_id, taken_at, reports, weighted_max_ema).values(), strict=True
-        ):
-            storage.write_parquet(rows, staged_path)
+        with _Heartbeat(store, snapshot_id, stale_after / HEARTBEATS_PER_STALE_AGE) as heartbeat:
+            heartbeat.check()
+            _write_archive(files[0][0], archive)
             failpoint("collector.file-staged")
-        for staged_path, published_path in files:
-            storage.move(staged_path, published_path)
-            failpoint("collector.file-published")
-        with store.session() as session:
-            row = session.get(Snapshot, snapshot_id)
-            row.status = advance(row.status, SnapshotStatus.PUBLISHED, f"snapshot {snapshot_id}").value
-            session.add(
-                audit_event(
-                    cluster,
-                    actor,
-                    "snapshot.collected",
-                    snapshot=snapshot_id,
-                    brokers=len(reports),
-                    missing=sorted(missing),
-                )
-            )
-        failpoint("collector.published")
+            for (staged_path, _), rows in zip(
+                files[1:], snapshot_tables(snapshot_id, taken_at, reports, weighted_max_ema).values(), strict=True
+            ):
+                heartbeat.check()
+                storage.write_parquet(rows, staged_path)
+                failpoint("collector.file-staged")
+            for staged_path, published_path in files:
+                heartbeat.check()
+                storage.move(staged_path, published_path)
+                failpoint("collector.file-published")
+            _publish(store, snapshot_id, cluster, actor, brokers=len(reports), missing=sorted(missing))
     except BaseException as error:
-        _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}")
+        if not _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}"):
+            _after_losing_the_row(store, root, cluster, snapshot_id, taken_at)
         raise
+    failpoint("collector.published")
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
+
+
+def _after_losing_the_row(store: Store, root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime) -> None:
+    """The collect failed and its row was no longer staged. Abandoned under it: the row and its audit event are
+    the abandoner's, but files this collect wrote after the abandoner's deletes are left, and their names carry
+    the snapshot's id, which nobody reuses, so it deletes them. Published (the failure came after the commit):
+    they are the snapshot, and stay."""
+    with store.session() as session:
+        status = session.scalar(select(Snapshot.status).where(Snapshot.id == snapshot_id))
+    if status == SnapshotStatus.ABANDONED.value:
+        _delete_snapshot_files(root, cluster, snapshot_id, taken_at)
+        logger.error("%s: snapshot %s was abandoned by another collect; nothing published", cluster, snapshot_id)
+
+
+def _publish(store: Store, snapshot_id: int, cluster: str, actor: str, *, brokers: int, missing: list[str]) -> None:
+    """Mark the snapshot published, with its audit event, if it is still staged (still this collect's)."""
+    published = advance(SnapshotStatus.STAGED, SnapshotStatus.PUBLISHED, f"snapshot {snapshot_id}").value
+    with store.session() as session:
+        still_ours = session.execute(
+            update(Snapshot)
+            .where(Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value)
+            .values(status=published)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if still_ours != 1:
+            raise SnapshotAbandonedError(
+                f"snapshot {snapshot_id} was abandoned by another collect before it was published"
+            )
+        session.add(
+            audit_event(cluster, actor, "snapshot.collected", snapshot=snapshot_id, brokers=brokers, missing=missing)
+        )
 
 
 @dataclass

@@ -61,6 +61,9 @@ class Snapshot(Base):
     leader: Mapped[str | None] = mapped_column(String(300), nullable=True)
     # planner.lifecycle.SnapshotStatus: readers see only published snapshots.
     status: Mapped[str] = mapped_column(String(20), default="published", index=True)
+    # When the collect of a staged snapshot was last known alive: set on staging, renewed while it runs. Another
+    # collect abandons the row only once this (or, for rows staged before it existed, taken_at) is old enough.
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     cluster: Mapped[Cluster] = relationship()
 
