@@ -16,6 +16,7 @@ from planner.collect.admin_client import PulsarAdminClient
 from planner.devtools import local_cluster
 from planner.devtools.demo import run_plan_cycle, settled_snapshot
 from planner.devtools.traffic import BundleTraffic
+from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.execute.fence import fence_name, unfence
 from planner.plan.bundles.bundle_range import namespace_of
@@ -157,8 +158,16 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
             (row.plan_id, row.event)
             for row in session.scalars(select(AuditEvent).where(AuditEvent.event.startswith("plan.roll")))
         }
-    assert links == {(plan_id, "plan.rollback-planned"), (rollback_id.plan_id, "plan.rolls-back")}
+    assert links == {
+        (plan_id, "plan.rollback-planned"),
+        (rollback_id.plan_id, "plan.rolls-back"),
+        (plan_id, "plan.rolled-back"),
+    }
     assert show_plan(store, rollback_id.plan_id)["maintenance"]["rollsBack"] == plan_id
+    # The drain is over for good: resuming it would send its moves over the rollback's.
+    assert show_plan(store, plan_id)["status"] == "rolled-back"
+    with pytest.raises(InputError, match="is rolled-back"):
+        execute_plan(store, client, plan_id, FAST)
 
     generator.stop()
     traffic = generator.report()
