@@ -12,10 +12,13 @@ from planner import cli
 from planner.approval.decisions import recorded_decision
 from planner.approval.policies import decide, evaluate
 from planner.audit.plan_records import show_plan
+from planner.config import PulsarConfig
 from planner.errors import InputError
 from planner.lifecycle import AttemptStatus
 from planner.plan.document import PlanDocument
-from planner.plan.rollback import ExecutedUnload, inverse_plan
+from planner.plan.maintenance import drain_plan
+from planner.plan.planning import _current_msg_rate
+from planner.plan.rollback import ExecutedUnload, executed_unloads, inverse_plan
 from planner.settings import ApprovalPolicy, ExecutionWindow, TimeWindow, is_open, next_opening, planner_settings
 from planner.store.database import Store
 
@@ -212,6 +215,43 @@ def test_the_gates_table_shows_unmeasured_traffic_as_a_dash_not_a_zero():
 
     table = approval_markdown(unmeasured(plan(2), 1), "https://review/plans/1")
     assert "| a:8080 | b:8080 | 100 | 100000 |" in table and "| a:8080 | b:8080 | — | — |" in table
+
+
+def test_the_store_keeps_an_unmeasured_rate_unknown_for_a_rollback(tmp_path):
+    from tests.unit.test_execution_safety import pending_plan, unload
+
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    idle = {**unload("t/ns/0x80000000_0xffffffff"), "msgRate": None, "throughput": None}
+    plan_id = pending_plan(store, actions=[unload("t/ns/0x00000000_0x80000000"), idle])
+    _, _, unloads, _ = executed_unloads(store, plan_id)
+    assert [unload.traffic for unload in unloads] == [1.0, None]  # not the traffic column's 0.0
+    assert show_plan(store, plan_id)["actions"][1]["msgRate"] is None
+    store.dispose()
+
+
+def test_a_drain_of_bundles_the_load_reports_leave_out_writes_their_traffic_as_not_measured():
+    from tests.builders import broker, bundle, bundle_data, load_data
+
+    quiet, idle = bundle(0), bundle(1)  # quiet: reported at 0 msg/s; idle: only the admin API lists it
+    data = load_data(
+        {
+            "a:8080": broker(rate_in=0.0, bundles=[quiet], cpu=(10.0, 100.0)),
+            "b:8080": broker(rate_in=10.0, bundles=[bundle(2)], cpu=(10.0, 100.0)),
+        },
+        {quiet: bundle_data(0.0), bundle(2): bundle_data(10.0)},
+    )
+    result = drain_plan("prod-eu", data, PulsarConfig(), ["a:8080"], owned={"a:8080": [quiet, idle]})
+    traffic = {action.bundle: (action.msg_rate, action.throughput) for action in result.actions}
+    assert traffic == {quiet: (0.0, 0.0), idle: (None, None)}
+    assert set(share_failures(result.to_document())) == {"maxMsgRateShare", "maxThroughputShare"}
+
+
+def test_the_msg_rate_of_a_bundle_its_broker_reported_no_stats_for_is_not_measured():
+    from tests.builders import broker, bundle, load_data
+
+    data = load_data({"a:8080": broker(rate_in=5.0, bundles=[bundle(0)])})
+    assert _current_msg_rate(data, "a:8080", bundle(1)) is None
+    assert _current_msg_rate(data, "gone:8080", bundle(0)) is None
 
 
 def test_a_window_is_open_from_its_opening_for_its_duration_in_its_time_zone():
