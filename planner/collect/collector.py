@@ -66,9 +66,10 @@ COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.
 SNAPSHOT_FILES = 3
 
 
-class SnapshotAbandonedError(RuntimeError):
+class SnapshotAbandonedError(InputError):
     """The collect's staged snapshot was abandoned under it (it looked dead to another collect): nothing of it is
-    published, and the row and its audit event are the abandoner's."""
+    published, and the row and its audit event are the abandoner's. A one-line failure, as the executor's
+    ClaimLostError: the next collect takes a new snapshot."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,22 +390,29 @@ def collect(
             _publish(store, snapshot_id, cluster, actor, brokers=len(reports), missing=sorted(missing))
     except BaseException as error:
         if not _abandon(store, root, snapshot_id, actor, f"the collect failed: {type(error).__name__}"):
-            _after_losing_the_row(store, root, cluster, snapshot_id, taken_at)
+            _after_losing_the_row(store, root, cluster, snapshot_id, taken_at, error)
         raise
     failpoint("collector.published")
     return CollectResult(snapshot_id, cluster, len(reports), bundle_count, bool(missing), missing)
 
 
-def _after_losing_the_row(store: Store, root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime) -> None:
+def _after_losing_the_row(
+    store: Store, root: str | Path, cluster: str, snapshot_id: int, taken_at: datetime, error: BaseException
+) -> None:
     """The collect failed and its row was no longer staged. Abandoned under it: the row and its audit event are
     the abandoner's, but files this collect wrote after the abandoner's deletes are left, and their names carry
-    the snapshot's id, which nobody reuses, so it deletes them. Published (the failure came after the commit):
-    they are the snapshot, and stay."""
+    the snapshot's id, which nobody reuses, so it deletes them; the failure says why (a move of a file the
+    abandoner deleted fails with FileNotFoundError). Published (the failure came after the commit): the files are
+    the snapshot, and stay."""
     with store.session() as session:
         status = session.scalar(select(Snapshot.status).where(Snapshot.id == snapshot_id))
-    if status == SnapshotStatus.ABANDONED.value:
-        _delete_snapshot_files(root, cluster, snapshot_id, taken_at)
-        logger.error("%s: snapshot %s was abandoned by another collect; nothing published", cluster, snapshot_id)
+    if status != SnapshotStatus.ABANDONED.value:
+        return
+    _delete_snapshot_files(root, cluster, snapshot_id, taken_at)
+    if not isinstance(error, SnapshotAbandonedError | KeyboardInterrupt | SystemExit):
+        raise SnapshotAbandonedError(
+            f"snapshot {snapshot_id} was abandoned by another collect while this one wrote it ({error})"
+        ) from error
 
 
 def _publish(store: Store, snapshot_id: int, cluster: str, actor: str, *, brokers: int, missing: list[str]) -> None:
