@@ -28,6 +28,19 @@ test_a_failure_while_recording_leaves_nothing_half_written = (
 test_the_token_reaches_neither_logs_nor_database_nor_archive = (
     on_sqlite.test_the_token_reaches_neither_logs_nor_database_nor_archive
 )
+# Abandonment, renewal and publication race on row locks here (READ COMMITTED re-checks a waiting UPDATE's WHERE).
+test_a_live_collect_slower_than_the_abandonment_age_is_not_abandoned_by_the_next = (
+    on_sqlite.test_a_live_collect_slower_than_the_abandonment_age_is_not_abandoned_by_the_next
+)
+test_a_staged_row_whose_heartbeat_stopped_is_abandoned_and_a_renewed_one_is_not = (
+    on_sqlite.test_a_staged_row_whose_heartbeat_stopped_is_abandoned_and_a_renewed_one_is_not
+)
+test_two_abandoners_and_a_renewal_racing_them_the_row_count_decides = (
+    on_sqlite.test_two_abandoners_and_a_renewal_racing_them_the_row_count_decides
+)
+test_a_collect_whose_row_is_abandoned_under_it_fails_and_publishes_nothing = (
+    on_sqlite.test_a_collect_whose_row_is_abandoned_under_it_fails_and_publishes_nothing
+)
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,8 +15,10 @@ from sqlalchemy import func, select, text, update
 from planner import storage
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, show_plan
+from planner.collect import collector
 from planner.collect.admin_client import AdminAuth, PulsarAdminClient
 from planner.collect.collector import (
+    SnapshotAbandonedError,
     abandon_stale_snapshots,
     collect,
     list_snapshots,
@@ -267,6 +271,166 @@ def test_readers_see_published_snapshots_only_and_stale_staged_ones_are_abandone
     with store.session() as session, pytest.raises(IllegalTransitionError):
         row = session.get(Snapshot, second.snapshot_id)
         advance(row.status, SnapshotStatus.PUBLISHED, "snapshot")
+
+
+def files_of(tmp_path, snapshot_id):
+    return sorted(p.name for p in tmp_path.rglob(f"*snapshot-{snapshot_id:012d}*") if p.is_file())
+
+
+def audit_events(store):
+    with store.session() as session:
+        return [(event.event, event.actor) for event in session.scalars(select(AuditEvent).order_by(AuditEvent.id))]
+
+
+def on_nth_call(monkeypatch, target, nth, action, *, after=False):
+    """Run `action` when the collector calls `target` (a `planner.storage` function) for the `nth` time, before
+    the call itself (or `after` it): a step of a collect that is still running."""
+    real = getattr(storage, target.rsplit(".", 1)[1])
+    calls = []
+
+    def hooked(*args):
+        calls.append(args)
+        if len(calls) == nth and not after:
+            action()
+        result = real(*args)
+        if len(calls) == nth and after:
+            action()
+        return result
+
+    monkeypatch.setattr(target, hooked)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("fetch_delay", "write_delay", "first_stale_after"),
+    [
+        # The fetch outlasts the age: the row is staged with a taken_at already older than it.
+        pytest.param(1.5, 0.0, collector.STALE_AFTER, id="slow-fetch"),
+        # The files take longer than the age to write: only the renewals keep the row alive.
+        pytest.param(0.0, 1.5, timedelta(seconds=1), id="slow-write"),
+    ],
+)
+def test_a_live_collect_slower_than_the_abandonment_age_is_not_abandoned_by_the_next(
+    cluster, store, tmp_path, monkeypatch, fetch_delay, write_delay, first_stale_after
+):
+    entry, brokers = cluster
+    # The first collect's fetch is slow; the second's is not (the fake's replies are consumed in order).
+    slow, fast = Reply(200, load_report(cpu=5), delay=fetch_delay), Reply(200, load_report(cpu=5))
+    brokers[2].route("GET", "/admin/v2/broker-stats/load-report", slow, fast)
+    second = []
+
+    def a_second_collect_runs():
+        time.sleep(write_delay)
+        # A second collect of the cluster, whose abandonment age the first collect has outlasted.
+        second.append(collect(client(entry), store, tmp_path, stale_after=timedelta(seconds=1), actor="second"))
+
+    on_nth_call(monkeypatch, "planner.storage.write_parquet", 1, a_second_collect_runs)
+    slow_client = PulsarAdminClient(entry.url, timeout=(1.0, 5.0), backoff_factor=0.01, retries=1)
+    first = collect(slow_client, store, tmp_path, stale_after=first_stale_after, actor="first")
+    assert not first.partial  # the slow broker was waited for
+    assert [row["id"] for row in list_snapshots(store)] == [second[0].snapshot_id, first.snapshot_id]
+    assert unpublished_snapshot_ids(store, "fake") == []
+    assert len(files_of(tmp_path, first.snapshot_id)) == 3
+    assert ("snapshot.abandoned", "second") not in audit_events(store)
+    assert set(read_samples(tmp_path, "bundles", "fake").column("snapshot_id").to_pylist()) == {
+        first.snapshot_id,
+        second[0].snapshot_id,
+    }
+
+
+def test_a_staged_row_whose_heartbeat_stopped_is_abandoned_and_a_renewed_one_is_not(cluster, store, tmp_path):
+    entry, _ = cluster
+    killed, silent_since_before_heartbeats, renewed = (collect(client(entry), store, tmp_path) for _ in range(3))
+    now = datetime.now(UTC)
+    long_ago = now - collector.STALE_AFTER - timedelta(minutes=5)
+    # As collects killed after staging leave them (files written or not), and one staged before heartbeats existed;
+    # the third's collect began as long ago, but its last heartbeat is recent.
+    for result, heartbeat in ((killed, long_ago), (silent_since_before_heartbeats, None), (renewed, now)):
+        with store.session() as session:
+            session.execute(
+                update(Snapshot)
+                .where(Snapshot.id == result.snapshot_id)
+                .values(status="staged", taken_at=long_ago, heartbeat_at=heartbeat)
+            )
+    assert abandon_stale_snapshots(store, tmp_path, "fake") == [
+        killed.snapshot_id,
+        silent_since_before_heartbeats.snapshot_id,
+    ]
+    assert (
+        files_of(tmp_path, killed.snapshot_id) == files_of(tmp_path, silent_since_before_heartbeats.snapshot_id) == []
+    )
+    assert len(files_of(tmp_path, renewed.snapshot_id)) == 3
+    assert unpublished_snapshot_ids(store, "fake") == [
+        result.snapshot_id for result in (killed, silent_since_before_heartbeats, renewed)
+    ]
+    with store.session() as session:
+        assert session.get(Snapshot, renewed.snapshot_id).status == "staged"
+
+
+def test_two_abandoners_and_a_renewal_racing_them_the_row_count_decides(cluster, store, tmp_path, monkeypatch):
+    entry, _ = cluster
+    raced, renewed = (collect(client(entry), store, tmp_path) for _ in range(2))
+    with store.session() as session:
+        session.execute(update(Snapshot).values(status="staged", heartbeat_at=datetime.now(UTC) - timedelta(hours=1)))
+    real_abandon = collector._abandon
+    both_looked = threading.Barrier(2, timeout=10)
+
+    def after_both_looked(store_, root, snapshot_id, *args, **kwargs):
+        if snapshot_id == raced.snapshot_id:
+            both_looked.wait()  # both abandoners saw the row stale, neither has marked it yet
+        else:  # the collect's heartbeat lands between the abandoner's look and its UPDATE
+            assert collector._renew_heartbeat(store_, snapshot_id)
+        return real_abandon(store_, root, snapshot_id, *args, **kwargs)
+
+    monkeypatch.setattr(collector, "_abandon", after_both_looked)
+    won: list[list[int]] = []
+    abandoners = [
+        threading.Thread(target=lambda: won.append(abandon_stale_snapshots(store, tmp_path, "fake"))) for _ in range(2)
+    ]
+    for abandoner in abandoners:
+        abandoner.start()
+    for abandoner in abandoners:
+        abandoner.join()
+    assert sorted(won) == [[], [raced.snapshot_id]]
+    assert [event for event, _ in audit_events(store)].count("snapshot.abandoned") == 1
+    with store.session() as session:
+        assert session.get(Snapshot, renewed.snapshot_id).status == "staged"
+    assert len(files_of(tmp_path, renewed.snapshot_id)) == 3
+
+
+@pytest.mark.parametrize(
+    ("target", "nth", "after"),
+    [
+        # While the files are written: the heartbeat notices, and the collect stops writing.
+        pytest.param("planner.storage.write_parquet", 1, False, id="while-writing"),
+        # While they are published: the abandoner deleted the file the collect was about to move.
+        pytest.param("planner.storage.move", 2, False, id="while-moving"),
+        # After every file is published, before the row is: the row's publication must not go through.
+        pytest.param("planner.storage.move", 3, True, id="before-publishing"),
+    ],
+)
+def test_a_collect_whose_row_is_abandoned_under_it_fails_and_publishes_nothing(
+    cluster, store, tmp_path, monkeypatch, target, nth, after
+):
+    entry, _ = cluster
+
+    def taken_for_dead():
+        # Another collect took this one for dead (it was frozen, say, for longer than the age).
+        assert len(abandon_stale_snapshots(store, tmp_path, "fake", older_than=timedelta(0), actor="other")) == 1
+        time.sleep(0.5)  # five beats: the heartbeat finds the row gone
+
+    calls = on_nth_call(monkeypatch, target, nth, taken_for_dead, after=after)
+    with pytest.raises(SnapshotAbandonedError, match="abandoned by another collect"):
+        collect(client(entry), store, tmp_path, stale_after=timedelta(seconds=1))
+    if target.endswith("write_parquet"):
+        assert len(calls) == 1  # the second Parquet file was never written
+    with store.session() as session:
+        [row] = session.scalars(select(Snapshot)).all()
+    assert row.status == "abandoned"
+    # The abandoner's event only: none of the collect's own, neither a second abandonment nor a publication.
+    assert audit_events(store) == [("snapshot.abandoned", "other")]
+    assert list_snapshots(store) == [] and read_samples(tmp_path, "bundles", "fake").num_rows == 0
+    assert files_of(tmp_path, row.id) == []  # what it wrote after the abandoner's deletes, it deleted itself
 
 
 def test_the_stores_record_of_the_reports_agrees_with_the_brokers_table(cluster, store, tmp_path):
