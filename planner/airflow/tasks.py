@@ -139,6 +139,11 @@ def plan_subject(plan: PlanDocument) -> str:
     return f"{plan.mode.capitalize()} {', '.join(plan.maintenance.brokers)} on {plan.cluster}: {count}"
 
 
+def _measured(value: float | None) -> str:
+    """An action's msg/s or bytes/s for the gate's table; a dash where it was not measured."""
+    return "—" if value is None else f"{value:.0f}"
+
+
 def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
     lines = [f"**{plan_subject(plan)}**. [Open the plan page]({plan_url})", ""]
     if plan.maintenance is not None and plan.maintenance.over_capacity:
@@ -156,7 +161,8 @@ def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
     for index, action in enumerate(plan.actions, 1):
         lines.append(
             f"| {index} | {action.kind} | `{action.bundle}` | {action.source} | "
-            f"{action.destination or '—'} | {action.msg_rate:.0f} | {action.throughput:.0f} | {action.reason} |"
+            f"{action.destination or '—'} | {_measured(action.msg_rate)} | {_measured(action.throughput)} | "
+            f"{action.reason} |"
         )
     lines += [
         "",

@@ -7,6 +7,8 @@ gate says why no policy matched. With no policy configured (the default) every p
 
 Two plans never pass a policy, whatever its rules: an empty plan (nothing to approve), and a
 maintenance plan predicted to leave brokers over the overload threshold (a person must accept that).
+A share rule holds only on traffic that is known: an unload without measured traffic, or a cluster total that
+is missing or zero, fails it with a reason saying what is unknown.
 
 Pure: the plan document and the time in, a verdict out. The policies' rules are settings
 (`planner.settings`).
@@ -14,6 +16,7 @@ Pure: the plan document and the time in, a verdict out. The policies' rules are 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -83,13 +86,35 @@ class PolicyDecision:
         }
 
 
-def _moved_share(plan: PlanDocument, attribute: str) -> float | None:
-    """The unloads' share of the cluster's load before the plan; None when it cannot be told (no forecast)."""
-    moved = sum(getattr(action, attribute) for action in plan.actions if action.kind == "unload")
-    if moved == 0:
-        return 0.0
+# The share rules' units, for the reason a share cannot be told.
+_UNITS = {"msg_rate": "msg/s", "throughput": "bytes/s"}
+
+
+def _is_measured(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
+
+
+def _moved_share(plan: PlanDocument, attribute: str) -> float | str:
+    """The unloads' share of the cluster's load before the plan, or what is unknown so that it cannot be told.
+
+    Unknown is never counted as zero: an unload whose traffic was not measured, or a cluster total that is missing
+    (no forecast) or zero, would otherwise make a share look small and pass the rule unseen."""
+    unit = _UNITS[attribute]
+    unknown = []
+    unloads = [action for action in plan.actions if action.kind == "unload"]
+    unmeasured = [action.bundle for action in unloads if not _is_measured(getattr(action, attribute))]
+    if unmeasured:
+        shown = ", ".join(unmeasured[:3]) + (f" and {len(unmeasured) - 3} more" if len(unmeasured) > 3 else "")
+        unknown.append(f"no measured {unit} for {len(unmeasured)} of {len(unloads)} unloads ({shown})")
     total = sum(getattr(broker, f"{attribute}_before") for broker in plan.brokers)
-    return moved / total if total > 0 else None
+    if not plan.brokers:
+        unknown.append(f"no forecast of the cluster's {unit}")
+    elif not (math.isfinite(total) and total > 0):
+        # A share of a zero total is no share, even when nothing moves.
+        unknown.append(f"the cluster's {unit} before the plan is {total:g}")
+    if unknown:
+        return "unknown: " + "; ".join(unknown)
+    return sum(getattr(action, attribute) for action in unloads) / total
 
 
 def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> PolicyVerdict:
@@ -115,8 +140,10 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
     ):
         if limit is not None:
             share = _moved_share(plan, attribute)
-            shown = None if share is None else round(share, 4)
-            checks.append(RuleCheck(rule, limit, shown, share is not None and share <= limit))
+            if isinstance(share, str):
+                checks.append(RuleCheck(rule, limit, share, False))
+            else:
+                checks.append(RuleCheck(rule, limit, round(share, 4), share <= limit))
     if policy.min_spread_improvement is not None:
         improvement = None
         if plan.brokers:

@@ -130,7 +130,8 @@ def commit_plan(
                     destination=action.destination,
                     split_algorithm=action.split_algorithm,
                     split_positions=action.split_positions,
-                    traffic=action.msg_rate,
+                    # The column cannot be null: an unmeasured msg/s is 0.0 here and null only in `details`.
+                    traffic=action.msg_rate if action.msg_rate is not None else 0.0,
                     reason=action.reason,
                     details=action.to_json(),
                 )

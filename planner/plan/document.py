@@ -60,8 +60,10 @@ class PlanActionDocument(_Document):
     bundle: str
     source: str
     destination: str | None
-    msg_rate: float = 0.0
-    throughput: float = 0.0
+    # None: not measured (no stats for the bundle, or a plan that measures nothing). Never written as 0.0, which
+    # is a measured idle bundle: the approval policies' share rules must tell the two apart.
+    msg_rate: float | None = None
+    throughput: float | None = None
     reason: str = ""
     split_algorithm: str | None = None
     split_positions: list[int] | None = None

@@ -140,14 +140,17 @@ def _result(
 
 def _unload(placement: _Placement, move: Move, reason: str) -> PlannedAction:
     traffic = bundle_traffic(placement.load_data, move.bundle)
+    # A bundle the load reports leave out (idle, listed by the admin API only) is placed as moving nothing, but its
+    # traffic was not measured: the action says so rather than claim a measured zero.
+    measured = move.bundle in placement.load_data.bundle_data
     placement.apply(move)
     return PlannedAction(
         kind="unload",
         bundle=move.bundle,
         source=move.source,
         destination=move.destination,
-        msg_rate=traffic.msg_rate_in + traffic.msg_rate_out,
-        throughput=traffic.throughput_in + traffic.throughput_out,
+        msg_rate=traffic.msg_rate_in + traffic.msg_rate_out if measured else None,
+        throughput=traffic.throughput_in + traffic.throughput_out if measured else None,
         reason=reason,
     )
 
@@ -194,7 +197,7 @@ def drain_plan(
     pinned = sum(len(_owned(load_data, b, owned)) for b in draining) - len(bundles)
     notes = [
         f"drain {', '.join(sorted(draining))}: {len(actions)} bundles, "
-        f"{sum(a.msg_rate for a in actions):.1f} msg/s onto {len(remaining)} brokers"
+        f"{sum(a.msg_rate or 0.0 for a in actions):.1f} msg/s onto {len(remaining)} brokers"
         + (f"; {pinned} heartbeat/SLA-monitor bundles stay (Pulsar pins them to their broker)" if pinned else "")
     ]
     if over:

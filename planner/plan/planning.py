@@ -40,8 +40,8 @@ class PlannedAction:
     bundle: str
     source: str
     destination: str | None
-    msg_rate: float
-    throughput: float
+    msg_rate: float | None  # None: not measured (PlanActionDocument)
+    throughput: float | None
     reason: str
     split_algorithm: str | None = None
     split_positions: tuple[int, ...] | None = None
@@ -123,7 +123,7 @@ def _split_action(
     broker: str,
     config: PulsarConfig,
     topics_by_bundle: Mapping[str, Sequence[str]],
-    load: tuple[float, float],
+    load: tuple[float | None, float | None],
     reason: str,
 ) -> PlannedAction:
     """A split of `bundle` on `broker` by the configured algorithm, with its positions where the planner knows
@@ -160,7 +160,7 @@ def _split_actions(
         if not can_split(BundleName.parse(bundle).range):
             continue
         long_term = load_data.bundle_data[bundle].long_term_data if bundle in load_data.bundle_data else None
-        load = (long_term.total_msg_rate, long_term.total_msg_throughput) if long_term else (0.0, 0.0)
+        load = (long_term.total_msg_rate, long_term.total_msg_throughput) if long_term else (None, None)
         reason = "over the namespace bundle limits (BundleSplitterTask rules, long-term averages)"
         actions.append(_split_action(bundle, owners[bundle], config, topics_by_bundle, load, reason))
     return actions
@@ -384,9 +384,10 @@ def make_transfer_plan(
     )
 
 
-def _current_msg_rate(load_data: LoadData, broker: str, bundle: str) -> float:
+def _current_msg_rate(load_data: LoadData, broker: str, bundle: str) -> float | None:
+    """The bundle's msg/s as its broker last reported it; None when it reported no stats for it (not measured)."""
     stats = load_data.brokers[broker].last_stats.get(bundle) if broker in load_data.brokers else None
-    return stats.msg_rate_in + stats.msg_rate_out if stats is not None else 0.0
+    return stats.msg_rate_in + stats.msg_rate_out if stats is not None else None
 
 
 def _single_broker_plan(

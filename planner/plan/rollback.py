@@ -35,7 +35,7 @@ class ExecutedUnload:
     source: str
     destination: str
     outcome: AttemptStatus | None
-    traffic: float
+    traffic: float | None  # the msg/s its plan measured; None: not measured
 
 
 def inverse_plan(
@@ -64,6 +64,8 @@ def inverse_plan(
                     "bundle": unload.bundle,
                     "source": unload.destination,
                     "destination": unload.source,
+                    # The original plan's measurement, for the reviewer; bytes/s were never kept, so none is
+                    # written: the document's default says not measured.
                     "msgRate": unload.traffic,
                     "reason": f"roll back plan {plan_id}: back to {unload.source}",
                 }
@@ -96,9 +98,11 @@ def executed_unloads(store: Store, plan_id: int) -> tuple[str, str, list[Execute
                 continue
             statuses = session.scalars(select(ActionExecution.status).where(ActionExecution.action_id == action.id))
             done = [AttemptStatus(status) for status in statuses if status in DONE_ATTEMPT_STATUSES]
+            # The plan's document keeps an unmeasured msg/s as null; the traffic column cannot (it holds 0.0 then).
+            traffic = (action.details or {}).get("msgRate")
             unloads.append(
                 ExecutedUnload(
-                    action.bundle, action.source, action.destination or "", done[0] if done else None, action.traffic
+                    action.bundle, action.source, action.destination or "", done[0] if done else None, traffic
                 )
             )
         return plan.cluster.name, plan.cluster.admin_url, sorted(unloads, key=lambda u: u.bundle), splits

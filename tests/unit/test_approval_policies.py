@@ -12,8 +12,13 @@ from planner import cli
 from planner.approval.decisions import recorded_decision
 from planner.approval.policies import decide, evaluate
 from planner.audit.plan_records import show_plan
+from planner.config import PulsarConfig
 from planner.errors import InputError
+from planner.lifecycle import AttemptStatus
 from planner.plan.document import PlanDocument
+from planner.plan.maintenance import drain_plan
+from planner.plan.planning import _current_msg_rate
+from planner.plan.rollback import ExecutedUnload, executed_unloads, inverse_plan
 from planner.settings import ApprovalPolicy, ExecutionWindow, TimeWindow, is_open, next_opening, planner_settings
 from planner.store.database import Store
 
@@ -25,11 +30,13 @@ def plan(
     *,
     cluster: str = "prod-eu",
     strategy: str = "AvgShedder",
-    moved: float = 100.0,
+    moved: float | None = 100.0,
     namespace: str = "shop/orders",
     maintenance: dict | None = None,
+    cluster_rate: float = 1000.0,
 ) -> PlanDocument:
-    """Two brokers of 1,000 msg/s each before; each unload moves `moved` msg/s (and as many bytes/s * 1,000)."""
+    """Two brokers of `cluster_rate` msg/s each before (and as many bytes/s * 1,000); each unload moves `moved`
+    msg/s (and as many bytes/s * 1,000), or traffic not measured when `moved` is None."""
     unloads = [
         {
             "kind": "unload",
@@ -37,16 +44,16 @@ def plan(
             "source": "a:8080",
             "destination": "b:8080",
             "msgRate": moved,
-            "throughput": moved * 1000,
+            "throughput": None if moved is None else moved * 1000,
         }
         for index in range(actions)
     ]
     brokers = [
         {
             "broker": name,
-            "msgRateBefore": 1000.0,
+            "msgRateBefore": cluster_rate,
             "msgRateAfter": after,
-            "throughputBefore": 1e6,
+            "throughputBefore": cluster_rate * 1000,
             "throughputAfter": after * 1000,
             "scoreBefore": before,
             "scoreAfter": score_after,
@@ -130,6 +137,121 @@ def test_without_a_forecast_a_share_cannot_be_told_and_the_rule_does_not_hold():
     document = PlanDocument.parse({**plan(1).to_json(), "brokers": []}, "plan")
     assert failed_rules(ApprovalPolicy(name="p", max_msg_rate_share=1), document) == ["maxMsgRateShare"]
     assert failed_rules(ApprovalPolicy(name="p", min_spread_improvement=0), document) == ["minSpreadImprovement"]
+
+
+SHARES = ApprovalPolicy(
+    name="shares", modes=("rebalance", "drain", "rollback"), max_msg_rate_share=1, max_throughput_share=1
+)
+
+
+def share_failures(document: PlanDocument) -> dict[str, str]:
+    """The share rules that failed under SHARES, each with the value it reported."""
+    verdict = evaluate(SHARES, document, NOW)
+    return {check.rule: check.value for check in verdict.failed}
+
+
+def unmeasured(document: PlanDocument, index: int) -> PlanDocument:
+    """`document` with the traffic of its action `index` not measured (as a bundle without stats is planned)."""
+    actions = document.to_json()["actions"]
+    actions[index] = {**actions[index], "msgRate": None, "throughput": None}
+    return PlanDocument.parse({**document.to_json(), "actions": actions}, "plan")
+
+
+def test_an_unload_without_measured_traffic_makes_each_share_unknown_and_goes_to_a_person():
+    document = unmeasured(plan(2), 1)
+    bundle = document.actions[1].bundle
+    assert share_failures(document) == {
+        "maxMsgRateShare": f"unknown: no measured msg/s for 1 of 2 unloads ({bundle})",
+        "maxThroughputShare": f"unknown: no measured bytes/s for 1 of 2 unloads ({bundle})",
+    }
+    decision = decide([SHARES], document, NOW)
+    assert decision.approved_by is None
+    assert f"shares (maxMsgRateShare unknown: no measured msg/s for 1 of 2 unloads ({bundle}) (limit 1.0)" in (
+        decision.why_not()
+    )
+    # What is unknown is for the reviewer only: the approval hash binds the same actions either way.
+    assert document.actions_hash == plan(2).actions_hash
+
+
+@pytest.mark.parametrize(
+    ("document", "unknown"),
+    [
+        # The cluster reported nothing: even a plan moving nothing has no share of it.
+        (plan(2, moved=0.0, cluster_rate=0.0), "the cluster's msg/s before the plan is 0"),
+        (plan(2, cluster_rate=0.0), "the cluster's msg/s before the plan is 0"),
+        (PlanDocument.parse({**plan(2).to_json(), "brokers": []}, "plan"), "no forecast of the cluster's msg/s"),
+    ],
+)
+def test_a_missing_or_zero_cluster_total_makes_the_share_unknown(document, unknown):
+    failures = share_failures(document)
+    assert failures["maxMsgRateShare"] == f"unknown: {unknown}"
+    assert failures["maxThroughputShare"] == "unknown: " + unknown.replace("msg/s", "bytes/s")
+
+
+def test_a_measured_zero_is_known_and_a_plan_moving_idle_bundles_is_approved():
+    document = plan(2, moved=0.0)
+    assert share_failures(document) == {}
+    checks = {check.rule: check.value for check in evaluate(SHARES, document, NOW).checks}
+    assert checks["maxMsgRateShare"] == 0.0 and checks["maxThroughputShare"] == 0.0
+
+
+def test_a_rollback_carries_no_bytes_per_second_and_no_forecast_so_its_shares_are_unknown():
+    unloads = [
+        ExecutedUnload("shop/orders/0x00000000_0x00000001", "a:8080", "b:8080", AttemptStatus.SUCCEEDED, 100.0),
+        ExecutedUnload("shop/orders/0x00000001_0x00000002", "a:8080", "b:8080", AttemptStatus.SUCCEEDED, None),
+    ]
+    rollback = inverse_plan("prod-eu", 7, unloads, 0, {u.bundle: u.destination for u in unloads}, {"a:8080"})
+    assert [(a.msg_rate, a.throughput) for a in rollback.actions] == [(100.0, None), (None, None)]
+    failures = share_failures(rollback)
+    assert failures["maxMsgRateShare"] == (
+        "unknown: no measured msg/s for 1 of 2 unloads (shop/orders/0x00000001_0x00000002); "
+        "no forecast of the cluster's msg/s"
+    )
+    assert failures["maxThroughputShare"].startswith("unknown: no measured bytes/s for 2 of 2 unloads")
+
+
+def test_the_gates_table_shows_unmeasured_traffic_as_a_dash_not_a_zero():
+    from planner.airflow.tasks import approval_markdown
+
+    table = approval_markdown(unmeasured(plan(2), 1), "https://review/plans/1")
+    assert "| a:8080 | b:8080 | 100 | 100000 |" in table and "| a:8080 | b:8080 | — | — |" in table
+
+
+def test_the_store_keeps_an_unmeasured_rate_unknown_for_a_rollback(tmp_path):
+    from tests.unit.test_execution_safety import pending_plan, unload
+
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    idle = {**unload("t/ns/0x80000000_0xffffffff"), "msgRate": None, "throughput": None}
+    plan_id = pending_plan(store, actions=[unload("t/ns/0x00000000_0x80000000"), idle])
+    _, _, unloads, _ = executed_unloads(store, plan_id)
+    assert [unload.traffic for unload in unloads] == [1.0, None]  # not the traffic column's 0.0
+    assert show_plan(store, plan_id)["actions"][1]["msgRate"] is None
+    store.dispose()
+
+
+def test_a_drain_of_bundles_the_load_reports_leave_out_writes_their_traffic_as_not_measured():
+    from tests.builders import broker, bundle, bundle_data, load_data
+
+    quiet, idle = bundle(0), bundle(1)  # quiet: reported at 0 msg/s; idle: only the admin API lists it
+    data = load_data(
+        {
+            "a:8080": broker(rate_in=0.0, bundles=[quiet], cpu=(10.0, 100.0)),
+            "b:8080": broker(rate_in=10.0, bundles=[bundle(2)], cpu=(10.0, 100.0)),
+        },
+        {quiet: bundle_data(0.0), bundle(2): bundle_data(10.0)},
+    )
+    result = drain_plan("prod-eu", data, PulsarConfig(), ["a:8080"], owned={"a:8080": [quiet, idle]})
+    traffic = {action.bundle: (action.msg_rate, action.throughput) for action in result.actions}
+    assert traffic == {quiet: (0.0, 0.0), idle: (None, None)}
+    assert set(share_failures(result.to_document())) == {"maxMsgRateShare", "maxThroughputShare"}
+
+
+def test_the_msg_rate_of_a_bundle_its_broker_reported_no_stats_for_is_not_measured():
+    from tests.builders import broker, bundle, load_data
+
+    data = load_data({"a:8080": broker(rate_in=5.0, bundles=[bundle(0)])})
+    assert _current_msg_rate(data, "a:8080", bundle(1)) is None
+    assert _current_msg_rate(data, "gone:8080", bundle(0)) is None
 
 
 def test_a_window_is_open_from_its_opening_for_its_duration_in_its_time_zone():
