@@ -3,16 +3,33 @@ the REST API, execute; and the reject path."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
 from sqlalchemy import select
 
+from planner.collect.admin_client import PulsarAdminClient
 from planner.devtools.demo import run_plan_cycle
+from planner.devtools.traffic import BundleTraffic
+from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, PlanMeasurement
-from tests.integration.conftest import CYCLE_CONF, OUTSIDE_POLICY, skewed_airflow_env
+from tests.integration.conftest import (
+    CYCLE_CONF,
+    OUTSIDE_POLICY,
+    airflow_env,
+    collect_snapshots,
+    skewed_airflow_env,
+)
+from tests.integration.executor_support import approved, owners, unload
+from tests.integration.test_exactly_once import _wait_stopped
 from tests.receivers import Mailbox
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
@@ -128,3 +145,74 @@ def test_unanswered_gate_applies_the_default_reject_after_its_timeout(pulsar_clu
     status, events = rejected_plan_events(env)
     assert status == "rejected"
     assert ("plan.rejected", "timeout") in events and not any(event.startswith("action.") for event, _ in events)
+
+
+def test_a_cli_drain_and_an_airflow_plan_run_at_once_move_each_bundle_once(pulsar_cluster, traffic_generator, tmp_path):
+    """A drain of the hot broker executed from the CLI holds the cluster (stopped right after its claim) while the
+    plan DAG runs on the same load: the DAG's execute task is refused while the drain holds the cluster and waits;
+    the drain resumes and finishes; the DAG's plan then runs and skips every bundle the drain already moved. Each
+    bundle is requested once in all (the attempts recorded across both plans), and ends where the drain put it."""
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    hot, target = brokers[0], brokers[1]
+    generator = traffic_generator([BundleTraffic(bundle=i, topics=1, rate=40) for i in range(4)])
+    generator.place_bundles(dict.fromkeys(range(4), hot))
+    generator.start()
+    time.sleep(12)  # two load-report intervals, so the reports show the traffic
+    env = airflow_env(pulsar_cluster, tmp_path)
+    collect_snapshots(env, pulsar_cluster["brokers"][0]["adminUrl"])
+    ours = [f"{generator.namespace}/0x{low:08x}_0x{high:08x}" for low, high in itertools.pairwise(generator.boundaries)]
+    db_url = env["PULSAR_REBALANCE_DB_URL"]
+    store = Store(db_url)
+    drain = approved(store, pulsar_cluster, [unload(bundle, hot, target) for bundle in ours])
+    admin_url = pulsar_cluster["brokers"][0]["adminUrl"]
+    command = [sys.executable, "-m", "planner.cli", "execute", str(drain), "--admin-url", admin_url]
+    cli = subprocess.Popen(
+        [*command, "--db", db_url, "--actions-per-minute", "0", "--verify-timeout", "15"],
+        env={**os.environ, FAILPOINT_ENV: "executor.claimed"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_stopped(cli)
+
+    def resume_when_the_dag_is_refused() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            with store.session() as session:
+                refused = session.scalar(
+                    select(AuditEvent).where(AuditEvent.event == "plan.claim-refused", AuditEvent.plan_id != drain)
+                )
+            if refused is not None:
+                break
+            time.sleep(1)
+        cli.send_signal(signal.SIGCONT)
+
+    resumer = threading.Thread(target=resume_when_the_dag_is_refused, daemon=True)
+    resumer.start()
+    try:
+        outcome = run_plan_cycle(env, pulsar_cluster["cluster"], "Approve", CYCLE_CONF, timeout=900)
+    finally:
+        cli.send_signal(signal.SIGCONT)
+    out, err = cli.communicate(timeout=300)
+    resumer.join(timeout=5)
+    assert cli.returncode == 0 and json.loads(out)["status"] == "executed", err
+    assert outcome["tasks"]["execute"] == "success", outcome
+    with store.session() as session:
+        dag_plan = session.scalars(select(Plan).where(Plan.id != drain)).one()
+        planned = {action.bundle for action in dag_plan.actions}
+        refused = session.scalars(
+            select(AuditEvent).where(AuditEvent.plan_id == dag_plan.id, AuditEvent.event == "plan.claim-refused")
+        ).all()
+        sending = session.scalars(select(AuditEvent).where(AuditEvent.event == "action.sending")).all()
+        skipped = session.scalars(
+            select(AuditEvent).where(AuditEvent.plan_id == dag_plan.id, AuditEvent.event == "action.skipped")
+        ).all()
+    assert refused and refused[0].details["otherPlan"] == drain
+    overlapping = planned & set(ours)
+    assert overlapping, "the DAG's plan moves none of the drained bundles: nothing overlapped"
+    assert {event.details["bundle"] for event in skipped} >= overlapping
+    requested = [event.details["bundle"] for event in sending if event.details["bundle"] in ours]
+    assert sorted(requested) == sorted(ours), requested
+    with PulsarAdminClient(admin_url) as client:
+        assert owners(client, pulsar_cluster, ours) == dict.fromkeys(ours, target)
+    store.dispose()

@@ -251,10 +251,10 @@ def test_two_executions_of_one_plan_one_sends_the_other_refuses(
 def test_a_request_that_reaches_the_broker_after_its_client_gave_up_is_waited_for_not_resent(
     pulsar_cluster, traffic_generator, proxy, tmp_path
 ):
-    """The proxy holds the unload 8 s before forwarding it to its owner; the client gives up after 3 s. The settle time (2 s
-    here, less than the request timeout) used to run from the request's start, so the executor looked, found the
-    bundle still on its source and sent it again. It now runs from the request's end for the brokers' unload
-    timeout (15 s on the local cluster, read from their runtime configuration) plus 5 s."""
+    """The proxy holds the unload 8 s before forwarding it to its owner; the client gives up after 3 s. The
+    settle time (2 s here, less than the request timeout) used to run from the request's start, so the executor
+    looked, found the bundle still on its source and sent it again. It now runs from the request's end for the
+    brokers' unload timeout (15 s on the local cluster, read from their runtime configuration) plus 5 s."""
     brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
     generator = busy_namespace(traffic_generator, brokers[0], 1)
     [bundle] = bundles_on(generator, 1)
