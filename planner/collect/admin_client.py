@@ -322,15 +322,14 @@ class PulsarAdminClient:
         """The body, refused once it exceeds `max_response_bytes` (decompressed, so gzip bombs count in full)."""
         limit = self.max_response_bytes
         declared = response.headers.get("Content-Length", "")
-        # Past the status line the broker has seen the request: whatever fails now may have applied.
-        too_large = AdminError(
-            urlsplit(response.url).netloc,
-            method,
-            path,
-            f"response body larger than the limit of {limit} bytes (max_response_bytes)",
-            response.status_code,
-            may_have_applied=True,
-        )
+
+        def unreadable(reason: str) -> AdminError:
+            # Past the status line the broker has seen the request: whatever fails now may have applied.
+            return AdminError(
+                urlsplit(response.url).netloc, method, path, reason, response.status_code, may_have_applied=True
+            )
+
+        too_large = unreadable(f"response body larger than the limit of {limit} bytes (max_response_bytes)")
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         body = bytearray()
@@ -340,14 +339,7 @@ class PulsarAdminClient:
                 if len(body) > limit:
                     raise too_large
         except requests.RequestException as error:  # a body cut short, badly chunked or undecodable
-            raise AdminError(
-                urlsplit(response.url).netloc,
-                method,
-                path,
-                f"answer {response.status_code} could not be read: {_transport_reason(error)}",
-                response.status_code,
-                may_have_applied=True,
-            ) from None
+            raise unreadable(f"answer {response.status_code} could not be read: {_transport_reason(error)}") from None
         return bytes(body)
 
     def _get_json(self, path: str, *, base: str | None = None, params: Mapping[str, str] | None = None) -> Any:

@@ -7,14 +7,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from moto.server import ThreadedMotoServer
-from pyarrow import fs
 
 from planner.devtools.traffic import BundleTraffic
-from tests.spark.cluster import TEST_S3_CREDENTIALS
+from tests.object_store import TEST_S3_CREDENTIALS, objects, s3_server
 from tests.spark.test_on_a_cluster import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -24,32 +21,8 @@ BUCKET = "pulsar-samples"
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    """An S3-compatible server on 127.0.0.1 with an empty bucket; `host:port`."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"{host}:{port}"
-    try:
-        s3(endpoint, allow_bucket_creation=True).create_dir(BUCKET)
+    with s3_server(BUCKET) as endpoint:
         yield endpoint
-    finally:
-        server.stop()
-
-
-def s3(endpoint: str, **options: Any) -> fs.S3FileSystem:
-    return fs.S3FileSystem(
-        endpoint_override=endpoint,
-        scheme="http",
-        access_key=TEST_S3_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        secret_key=TEST_S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        region="us-east-1",
-        **options,
-    )
-
-
-def objects(endpoint: str, prefix: str) -> list[str]:
-    listed = s3(endpoint).get_file_info(fs.FileSelector(f"{BUCKET}/{prefix}", recursive=True, allow_not_found=True))
-    return sorted(info.path for info in listed if info.type == fs.FileType.File)
 
 
 @pytest.mark.slow  # CI's run plans on the standalone cluster from files; S3 URIs have unit tests
@@ -76,7 +49,7 @@ def test_snapshots_in_an_object_store_are_planned_on_a_standalone_cluster(
     generator.stop()
 
     # Everything a collect writes is in the bucket, nothing in the local home but the store.
-    stored = objects(s3_endpoint, "fleet")
+    stored = objects(s3_endpoint, f"{BUCKET}/fleet")
     for result in collected:
         assert any(f"snapshot-{result['snapshot']:012d}.json.gz" in path for path in stored), stored
         assert sum(f"snapshot-{result['snapshot']:012d}.parquet" in path for path in stored) == 2, stored

@@ -28,17 +28,11 @@ import pyspark
 import requests
 
 from tests.integration.conftest import _free_port, stop_process_group
+from tests.object_store import TEST_S3_CREDENTIALS
 
 REPO = Path(__file__).resolve().parents[2]
 PYSPARK_HOME = Path(pyspark.__file__).resolve().parent
 WORKERS = 2
-# The AWS environment of every process that reads the tests' S3 server; no SDK asks an instance metadata service.
-TEST_S3_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "test-access-key",
-    "AWS_SECRET_ACCESS_KEY": "test-secret-key",
-    "AWS_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
 
 def worker_python(root: Path) -> Path:

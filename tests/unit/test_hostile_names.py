@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.server import ThreadedMotoServer
-from pyarrow import fs
 from pydantic import ValidationError
 
 from planner.cli import main
@@ -18,10 +16,10 @@ from planner.collect.clusters import ClusterSettings
 from planner.errors import InputError
 from planner.names import check_broker_id, check_name, check_namespace
 from tests.fake_pulsar import FakePulsar, Reply, load_report
+from tests.object_store import TEST_S3_CREDENTIALS, objects, s3_server
 
 HOSTILE_CLUSTER = "x/../../../../outside"
 BUCKET = "planner"
-S3_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -80,38 +78,14 @@ def test_a_hostile_cluster_name_from_the_admin_api_writes_nothing_anywhere(
 
 @pytest.fixture
 def s3_endpoint() -> Iterator[str]:
-    """An S3-compatible server on 127.0.0.1 with an empty bucket; `host:port`."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"{host}:{port}"
-    try:
-        s3(endpoint, allow_bucket_creation=True).create_dir(BUCKET)
+    with s3_server(BUCKET) as endpoint:
         yield endpoint
-    finally:
-        server.stop()
-
-
-def s3(endpoint: str, **options: object) -> fs.S3FileSystem:
-    return fs.S3FileSystem(
-        endpoint_override=endpoint,
-        scheme="http",
-        access_key=S3_KEYS["AWS_ACCESS_KEY_ID"],
-        secret_key=S3_KEYS["AWS_SECRET_ACCESS_KEY"],
-        region="us-east-1",
-        **options,
-    )
-
-
-def objects(endpoint: str) -> list[str]:
-    listed = s3(endpoint).get_file_info(fs.FileSelector(BUCKET, recursive=True, allow_not_found=True))
-    return sorted(info.path for info in listed if info.type == fs.FileType.File)
 
 
 def test_a_hostile_cluster_name_leaves_the_object_store_untouched(
     hostile_admin, planner_home, s3_endpoint, tmp_path, capsys, monkeypatch
 ):
-    for variable, value in S3_KEYS.items():
+    for variable, value in TEST_S3_CREDENTIALS.items():
         monkeypatch.setenv(variable, value)
     monkeypatch.setenv(
         "PULSAR_REBALANCE_STORAGE",
@@ -121,7 +95,7 @@ def test_a_hostile_cluster_name_leaves_the_object_store_untouched(
     before = tree(tmp_path)
     code = main(["collect", "--admin-url", hostile_admin.url])
     assert_refused_in_one_line(capsys, code, repr(HOSTILE_CLUSTER))
-    assert objects(s3_endpoint) == []
+    assert objects(s3_endpoint, BUCKET) == []
     assert tree(tmp_path) == before
 
 
