@@ -181,9 +181,13 @@ def _parse_topic(text: str) -> TopicLoad:
 
 def _parse_position(text: str) -> int:
     try:
-        return int(text, 0)
+        position = int(text, 0)
     except ValueError:
         raise InputError(f"invalid --position {text!r}: expected an integer (decimal or 0x hex)") from None
+    # Pulsar takes the positions as Java longs and drops those outside the bundle; beyond a long there is no position.
+    if not -(2**63) <= position < 2**63:
+        raise InputError(f"invalid --position {text!r}: must fit a 64-bit signed integer (Pulsar's long)")
+    return position
 
 
 def command_split_positions(args: argparse.Namespace) -> None:

@@ -175,6 +175,25 @@ def test_split_candidates_on_the_shipped_example_and_a_hot_bundle(capsys, tmp_pa
     assert json.loads(out) == {"bundles": []}
 
 
+@pytest.mark.parametrize("position", ["999999999999999999999999999999", str(2**63), str(-(2**63) - 1), "0x1p3"])
+def test_a_split_position_beyond_a_java_long_is_refused(capsys, position):
+    code, out, err = run_cli(
+        capsys,
+        "split-positions",
+        "--algorithm",
+        "specified_positions_divide",
+        "--bundle",
+        "0x00000000_0xffffffff",
+        "--topic",
+        "a",
+        "--topic",
+        "b",
+        "--position",
+        position,
+    )
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--position" in err
+
+
 def test_split_positions_for_each_algorithm(capsys):
     code, out, _ = run_cli(
         capsys, "split-positions", "--algorithm", "range_equally_divide", "--bundle", "0x0000000a_0xffffffff"
