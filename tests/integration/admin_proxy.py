@@ -7,7 +7,8 @@ requests whose method and path match (`Fault.matches`):
 - `hold`: forward, then withhold the answer for `seconds` (the client times out after the broker acted);
 - `bad-gateway`: forward, then answer 502 (a proxy error after forwarding);
 - `drop`: answer 502 without forwarding (the broker never saw it);
-- `delay`: hold the request `seconds` before forwarding it (the client times out before the broker acts);
+- `delay`: hold the request `seconds` before forwarding it, then follow the brokers' redirects itself to the
+  broker that acts (the client has given up by then: the request reaches the broker after its client timed out);
 - `park`: forward, then signal `parked` and hold the answer until released (a kill test kills the client
   while its request is in flight and answered by the broker).
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 
 @dataclass
@@ -78,7 +80,6 @@ class AdminProxy:
 
     def _handler(self, broker: str) -> type[BaseHTTPRequestHandler]:
         proxy = self
-        host, port = broker.rsplit(":", 1)
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -93,21 +94,20 @@ class AdminProxy:
                 if fault is not None and fault.kind == "drop":
                     self._answer(502, {}, b'{"reason": "injected: dropped before forwarding"}')
                     return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "connection"}}
                 if fault is not None:  # delay: the request reaches the broker after its client gave up
                     fault.parked.set()
                     fault.release.wait(fault.seconds)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in {"host", "connection"}}
-                upstream = http.client.HTTPConnection(host, int(port), timeout=120)
-                try:
-                    upstream.request(self.command, self.path, body=body, headers=headers)
-                    response = upstream.getresponse()
-                    payload = response.read()
-                    answer_headers = dict(response.getheaders())
-                    status = response.status
-                finally:
-                    upstream.close()
-                with proxy.lock:
-                    proxy.forwarded.append(Forwarded(self.command, self.path, broker, status))
+                    target, path = broker, self.path
+                    for _ in range(5):  # the brokers' redirects, followed here as the client would have
+                        status, answer_headers, payload = self._forward(target, path, body, headers)
+                        location = urlsplit(answer_headers.get("Location") or "")
+                        if not 300 <= status < 400 or not location.netloc:
+                            break
+                        target, path = location.netloc, f"{location.path}?{location.query}".rstrip("?")
+                    self._answer(status, answer_headers, payload)
+                    return
+                status, answer_headers, payload = self._forward(broker, self.path, body, headers)
                 location = answer_headers.get("Location")
                 if location:
                     for real, fronted in proxy.to_proxy.items():
@@ -130,6 +130,24 @@ class AdminProxy:
                         self._answer(502, {}, b'{"reason": "injected: bad gateway after forwarding"}')
                         return
                 self._answer(status, answer_headers, payload)
+
+            def _forward(
+                self, target: str, path: str, body: bytes | None, headers: Mapping[str, str]
+            ) -> tuple[int, dict[str, str], bytes]:
+                """Send the request on to broker `target` (host:port), recording what it answered."""
+                target_host, target_port = target.rsplit(":", 1)
+                upstream = http.client.HTTPConnection(target_host, int(target_port), timeout=120)
+                try:
+                    upstream.request(self.command, path, body=body, headers=dict(headers))
+                    response = upstream.getresponse()
+                    payload = response.read()
+                    answer_headers = dict(response.getheaders())
+                    status = response.status
+                finally:
+                    upstream.close()
+                with proxy.lock:
+                    proxy.forwarded.append(Forwarded(self.command, path, target, status))
+                return status, answer_headers, payload
 
             def _answer(self, status: int, headers: Mapping[str, str], payload: bytes) -> None:
                 try:
