@@ -59,7 +59,7 @@ def test_api_serves_the_executed_cycle(server, plan, approved_cycle):
     history = session.get(f"{server.url}/pulsar-planner/api/clusters/{cluster}/history", timeout=60).json()
     assert [execution["plan"] for execution in history["executions"]] == [plan["id"]]
     assert len({sample["snapshotId"] for sample in history["samples"]}) >= 4  # three before, one after
-    run_key = detail["runKey"].split(":")[0]
+    run_key = detail["runKey"].split(f":{cluster}:")[0]  # the run id (which has colons of its own)
     link = session.get(
         f"{server.url}/pulsar-planner/runs/pulsar_rebalance_plan_{cluster}/{run_key}", allow_redirects=False, timeout=30
     )
