@@ -158,6 +158,13 @@ def _execute_process(plan_id, admin_url, db_url, failpoint=None) -> subprocess.P
     )
 
 
+def _execute_without_waiting(plan_id, admin_url, db_url) -> subprocess.CompletedProcess:
+    """A real `execute` with the CLI's defaults: a claim someone else holds is refused at once."""
+    env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
+    command = [sys.executable, "-m", "planner.cli", "execute", str(plan_id), "--admin-url", admin_url, "--db", db_url]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
 MOVED = {"succeeded", "reconciled-applied"}
 # Every step boundary, in order; "in-flight" is the PUT sent and answered by the broker, its answer not yet read.
 KILL_POINTS = [EXECUTOR_POINTS[0], EXECUTOR_POINTS[1], "in-flight", *EXECUTOR_POINTS[2:]]
@@ -230,14 +237,7 @@ def test_two_executions_of_one_plan_one_sends_the_other_refuses(
     plan_id = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[1]) for bundle in bundles])
     first = _execute_process(plan_id, proxy.admin_url, db_url, failpoint="executor.claimed")
     _wait_stopped(first)  # it holds the claim
-    env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
-    second = subprocess.run(
-        [sys.executable, "-m", "planner.cli", "execute", str(plan_id), "--admin-url", proxy.admin_url, "--db", db_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    second = _execute_without_waiting(plan_id, proxy.admin_url, db_url)
     assert second.returncode == 2 and "is being executed by cli:" in second.stderr, second.stderr
     assert proxy.puts("/unload") == []
     first.send_signal(signal.SIGCONT)
@@ -315,14 +315,7 @@ def test_two_plans_moving_the_same_bundle_at_once_move_it_once(pulsar_cluster, t
     drain = approved(store, pulsar_cluster, [unload(bundle, brokers[0], brokers[2])])
     first = _execute_process(rebalance, proxy.admin_url, db_url, failpoint="executor.claimed")
     _wait_stopped(first)
-    env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
-    second = subprocess.run(
-        [sys.executable, "-m", "planner.cli", "execute", str(drain), "--admin-url", proxy.admin_url, "--db", db_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    second = _execute_without_waiting(drain, proxy.admin_url, db_url)
     assert second.returncode == 2 and f"is being executed by plan {rebalance}" in second.stderr, second.stderr
     assert second.stderr.count("\n") == 1
     assert proxy.puts("/unload") == []
