@@ -28,7 +28,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, task
 from airflow.task.trigger_rule import TriggerRule
 
-from planner.airflow import dag_ids
+from planner import dag_ids
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.operators import ExecutionWindowOperator, PlanApprovalOperator
 from planner.airflow.provider import executor_json_types

@@ -17,9 +17,9 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import Depends
 
-from planner.airflow.dag_ids import PLAN_DAG_PREFIX
 from planner.airflow.tasks import store
 from planner.audit.review.app import URL_PREFIX, create_app
+from planner.dag_ids import PLAN_DAG_PREFIX
 from planner.settings import planner_settings
 
 

@@ -19,9 +19,9 @@ from sqlalchemy.exc import IntegrityError
 
 from planner.collect.collector import cluster_row
 from planner.errors import InputError, NotFoundError, format_validation_error
-from planner.execute.executor import ExecutableAction
 from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, PlanStatus
 from planner.plan.document import PlanActionDocument, PlanDocument
+from planner.store.actions import ExecutableAction
 from planner.store.database import Store
 from planner.store.models import (
     ActionExecution,

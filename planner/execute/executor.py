@@ -59,6 +59,7 @@ from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.document import actions_hash
 from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.settings import ExecutionBinding, ExecutionWindow, ExecutorSettings, is_open, next_opening
+from planner.store.actions import ExecutableAction, executable_actions
 from planner.store.database import Store
 from planner.store.models import (
     ActionExecution,
@@ -161,50 +162,14 @@ class ExecutionReport:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutableAction:
-    """One action row, as the executor runs it (only columns the approval hash covers)."""
-
-    id: int
-    sequence: int
-    kind: str
-    bundle: str
-    source: str
-    destination: str | None
-    split_algorithm: str | None
-    split_positions: tuple[int, ...] | None
-
-    @classmethod
-    def of(cls, row: PlanAction) -> ExecutableAction:
-        positions = tuple(row.split_positions) if row.split_positions is not None else None
-        return cls(
-            row.id, row.sequence, row.kind, row.bundle, row.source, row.destination, row.split_algorithm, positions
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "bundle": self.bundle,
-            "source": self.source,
-            "destination": self.destination,
-            "splitAlgorithm": self.split_algorithm,
-            "splitPositions": list(self.split_positions) if self.split_positions is not None else None,
-        }
-
-
 def default_holder(actor: str) -> str:
     """Who holds a claim, for the people reading a refusal: the actor, the host and the process."""
     return f"{actor} ({getpass.getuser()}@{socket.gethostname()} pid {os.getpid()})"
 
 
-def _rows(session: Session, plan_id: int) -> list[ExecutableAction]:
-    rows = session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id).order_by(PlanAction.sequence))
-    return [ExecutableAction.of(row) for row in rows]
-
-
 def rows_hash(session: Session, plan_id: int) -> str:
     """The approval hash of the plan's action rows and maintenance as they are now (what would run)."""
-    rows = _rows(session, plan_id)
+    rows = executable_actions(session, plan_id)
     if [row.sequence for row in rows] != list(range(len(rows))):
         return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
     plan = session.get(Plan, plan_id)
@@ -911,7 +876,7 @@ def execute_plan(
             created = as_utc(plan.created_at)
             started = plan.execution_started_at
             # The rows read here are the rows that run: the approval must be for exactly these.
-            actions = _rows(session, plan_id)
+            actions = executable_actions(session, plan_id)
             maintenance = plan.details.get("maintenance") or {}
             drained = maintenance.get("brokers", []) if maintenance.get("mode") == "drain" else []
             # Fences to lift: a fill's brokers, or the brokers of the drain a rollback undoes.

@@ -21,7 +21,6 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from planner.airflow.dag_ids import cluster_of_dag
 from planner.audit.plan_records import plan_for_run
 from planner.audit.review.charts import history_chart, plan_chart
 from planner.audit.review.queries import (
@@ -34,6 +33,7 @@ from planner.audit.review.queries import (
     plan_detail,
     plan_page,
 )
+from planner.dag_ids import cluster_of_dag
 from planner.errors import InputError, NotFoundError
 from planner.store.database import Store
 
