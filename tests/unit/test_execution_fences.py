@@ -334,3 +334,27 @@ def test_an_attempt_removed_from_the_store_is_not_taken_as_never_tried(store):
         run_on(store, broker, plan_id, clock, ExecutorSettings(actions_per_minute=0))
     assert len(broker.sent_at) == 1
     assert events(store, "action.evidence-missing", plan_id)
+
+
+class SlowSplitter(SlowBroker):
+    """The same slow path for a split: the namespace's boundaries change `completes_after` seconds after sending."""
+
+    def bundle_boundaries(self, namespace):
+        since = self.clock[0] - self.sent_at[0] if self.sent_at else -1.0
+        return [0, 0x40000000, 0x80000000, 0xFFFFFFFF] if since >= self.completes_after else [0, 0x80000000, 0xFFFFFFFF]
+
+    def split_bundle(self, namespace, bundle_range, **options):
+        self.unload_bundle(namespace, bundle_range)
+
+
+def test_a_slow_split_is_waited_for_not_sent_twice(store):
+    """A split the broker carries out after the answer was lost (the request reached it 32 s after its client
+    gave up): reconciled from the namespace's boundaries once the settle from the request's end has passed."""
+    clock = [0.0]
+    broker = SlowSplitter(clock, reaches_after=62.0, completes_after=64.0, unload_timeout_ms="40000")
+    split = {"kind": "split", "bundle": BUNDLE, "source": "a:8080", "destination": None}
+    split |= {"splitAlgorithm": "range_equally_divide"}
+    plan_id = approve(store, committed(store, actions=[{**split, "reason": "test"}]))
+    report = run_on(store, broker, plan_id, clock, ExecutorSettings(actions_per_minute=0))
+    assert len(broker.sent_at) == 1, "the split was sent again while the first could still take effect"
+    assert attempts(store, plan_id) == ["reconciled-applied"] and report.status == "executed"
