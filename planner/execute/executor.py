@@ -436,18 +436,25 @@ class _Run:
                 )
             )
 
-    def check_evidence(self, action: ExecutableAction, attempts: list[ActionExecution]) -> None:
-        """The audit log records every attempt as it begins; an attempt it records that the attempts table lacks
-        was removed, and what it sent can no longer be told: refuse rather than take it as never tried."""
+    @functools.cached_property
+    def audited_attempts(self) -> dict[int, set[int]]:
+        """The attempt numbers the audit log records, per action sequence. Read once per run: each action is
+        checked before this run first attempts it, so what this run adds later cannot matter to the check."""
+        audited: dict[int, set[int]] = {}
         with self.store.session() as session:
             events = session.scalars(
                 select(AuditEvent).where(AuditEvent.plan_id == self.claim.plan_id, AuditEvent.event.like("action.%"))
             )
-            audited = {
-                event.details.get("attempt")
-                for event in events
-                if event.details.get("sequence") == action.sequence and event.details.get("attempt") is not None
-            }
+            for event in events:
+                sequence, attempt = event.details.get("sequence"), event.details.get("attempt")
+                if sequence is not None and attempt is not None:
+                    audited.setdefault(sequence, set()).add(attempt)
+        return audited
+
+    def check_evidence(self, action: ExecutableAction, attempts: list[ActionExecution]) -> None:
+        """The audit log records every attempt as it begins; an attempt it records that the attempts table lacks
+        was removed, and what it sent can no longer be told: refuse rather than take it as never tried."""
+        audited = self.audited_attempts.get(action.sequence, set())
         missing = sorted(audited - {attempt.attempt for attempt in attempts})
         if missing:
             self._write(
