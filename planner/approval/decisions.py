@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from planner.approval.policies import PolicyDecision, decide
 from planner.errors import InputError, NotFoundError
@@ -70,10 +69,11 @@ def record_decision(
             if existing.decision != decision.value:
                 raise InputError(f"plan {plan_id} was already {existing.decision} by {existing.approver or 'timeout'}")
             return  # a retried task: the decision was recorded already
-        if approved and (approved_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash):
-            raise InputError(f"plan {plan_id}: the approved action list does not match the stored one")
         if approved:
-            _refuse_rows_edited_after_planning(session, plan, "not approved")
+            rows = rows_hash(session, plan_id)
+            if approved_hash != plan.actions_hash or rows != plan.actions_hash:
+                raise InputError(f"plan {plan_id}: the approved action list does not match the stored one")
+            _refuse_rows_edited_after_planning(plan, rows, "not approved")
         plan.status = advance(plan.status, decision, f"plan {plan_id}")
         if binding is None:
             configured = planner_settings()
@@ -144,9 +144,10 @@ def record_approval_request(
         plan = session.get(Plan, plan_id)
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
-        if actions_hash != plan.actions_hash or rows_hash(session, plan_id) != plan.actions_hash:
+        rows = rows_hash(session, plan_id)
+        if actions_hash != plan.actions_hash or rows != plan.actions_hash:
             raise InputError(f"plan {plan_id}: the action rows differ from the plan's hash; not put to review")
-        _refuse_rows_edited_after_planning(session, plan, "not put to review")
+        _refuse_rows_edited_after_planning(plan, rows, "not put to review")
         session.add(
             audit_event(
                 plan.cluster.name,
@@ -159,12 +160,12 @@ def record_approval_request(
         )
 
 
-def _refuse_rows_edited_after_planning(session: Session, plan: Plan, refused: str) -> None:
+def _refuse_rows_edited_after_planning(plan: Plan, rows: str, refused: str) -> None:
     """The action rows run, and every view shows them; the plan's document holds what they were planned as, and
     the forecasts, notes and pairs a reviewer reads beside them. Rows edited after planning (their hash updated
-    too) no longer match that document: nobody may approve them, or be asked to."""
+    too) no longer match that document: nobody may approve them, or be asked to. `rows`: the rows' hash now."""
     document = plan.details
-    if rows_hash(session, plan.id) != actions_hash(document.get("actions", []), document.get("maintenance")):
+    if rows != actions_hash(document.get("actions", []), document.get("maintenance")):
         raise InputError(f"plan {plan.id}: its action rows differ from the actions it was planned with; {refused}")
 
 
