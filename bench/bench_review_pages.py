@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan
 from planner.audit.review.app import URL_PREFIX, create_app
-from planner.config import PulsarConfig
-from planner.model import load_data_from_json
 from planner.plan.planning import make_plan
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import load_data_from_json
 from planner.store.database import Store
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "load-data.json"

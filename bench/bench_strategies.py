@@ -11,8 +11,9 @@ import random
 import statistics
 import time
 
-from planner.config import PulsarConfig
-from planner.model import (
+from planner.plan.shedding.registry import shedding_strategy
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BundleData,
@@ -23,7 +24,6 @@ from planner.model import (
     TimeAverageMessageData,
     load_data_from_json,
 )
-from planner.plan.shedding.registry import shedding_strategy
 
 
 def generate(brokers: int, bundles: int, seed: int = 1) -> LoadData:

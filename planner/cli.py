@@ -37,25 +37,25 @@ from planner.arguments import (
 )
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
-from planner.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_assignments
 from planner.errors import InputError, format_validation_error
 from planner.lifecycle import PlanStatus
 from planner.maven import MavenError
-from planner.model import parse_json_document, read_extensible_load_data, read_load_data
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
 from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import can_split
-from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
 from planner.plan.shedding.registry import STRATEGIES, SheddingStrategy, shedding_strategy
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.config import SPLIT_ALGORITHMS, PulsarConfig, load_config, parse_assignments
+from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
+from planner.pulsar.model import parse_json_document, read_extensible_load_data, read_load_data
 from planner.settings import OS_USER_PREFIX, ExecutorSettings, planner_settings, storage_root
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def _plan_to_show(words: Sequence[str], command: str) -> int:
 
 def command_plan(args: argparse.Namespace) -> None:
     from planner.audit.plan_records import show_plan
-    from planner.plan.runner import PlanRequest, run_plan
+    from planner.orchestrate.runner import PlanRequest, run_plan
     from planner.samples.dataset import samples_root
 
     if args.words:
@@ -498,7 +498,7 @@ def command_execute(args: argparse.Namespace) -> None:
 
 
 def command_rollback(args: argparse.Namespace) -> None:
-    from planner.plan.rollback import plan_rollback
+    from planner.orchestrate.rollback import plan_rollback
 
     store = _store(args)
     with _plan_cluster_client(args, store, args.plan_id) as client:
@@ -546,7 +546,7 @@ def command_local_cluster(args: argparse.Namespace) -> None:
 
 def command_simulate(args: argparse.Namespace) -> None:
     # Imported here: numpy and the simulator load only for this command.
-    from planner.config import parse_assignments, read_properties
+    from planner.pulsar.config import parse_assignments, read_properties
     from planner.simulator import report
     from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
     from planner.simulator.scenario import builtin_scenarios, load_scenario

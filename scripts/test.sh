@@ -9,4 +9,5 @@ if [ -f scripts/install_system_deps.sh ]; then
 fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports
 exec .venv/bin/python -m pytest "$@"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from planner.config import MODULAR_LOAD_MANAGER
-from planner.model import (
+from planner.pulsar.config import MODULAR_LOAD_MANAGER
+from planner.pulsar.model import (
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BundleData,

@@ -37,10 +37,10 @@ from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.lifecycle import PlanStatus
+from planner.orchestrate.rollback import ROLLBACK, plan_rollback
+from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
 from planner.plan.maintenance import MaintenanceRequest
-from planner.plan.rollback import ROLLBACK, plan_rollback
-from planner.plan.runner import PlanRequest, commit_job_output, job_request
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
 from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
 from planner.store.database import Store

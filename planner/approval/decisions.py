@@ -15,12 +15,13 @@ from typing import Any
 
 from sqlalchemy import select
 
+from planner.actions import actions_hash
 from planner.approval.policies import PolicyDecision, decide
 from planner.errors import InputError, NotFoundError
-from planner.execute.executor import rows_hash
 from planner.lifecycle import PlanStatus, advance
-from planner.plan.document import PlanDocument, actions_hash
+from planner.plan.document import PlanDocument
 from planner.settings import ENV_PREFIX, OS_USER_PREFIX, ApprovalPolicy, Approver, ExecutionBinding, planner_settings
+from planner.store.actions import rows_hash
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, audit_event, utc_now
 

@@ -23,8 +23,8 @@ from datetime import datetime
 from typing import Any
 
 from planner.plan.balance import spread
-from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.document import PlanDocument
+from planner.pulsar.bundle_range import namespace_of
 from planner.settings import ApprovalPolicy, is_open, matches_any
 
 

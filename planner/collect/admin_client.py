@@ -29,9 +29,9 @@ from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
 from planner.errors import InputError
-from planner.model import parse_json_document
 from planner.names import check_broker_id, check_cluster_name, check_name, check_namespace
-from planner.plan.bundles.bundle_range import check_bundle_name
+from planner.pulsar.bundle_range import check_bundle_name
+from planner.pulsar.model import parse_json_document
 
 logger = logging.getLogger(__name__)
 

@@ -39,14 +39,20 @@ from sqlalchemy.orm import Session
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.extensible import broker_load
-from planner.config import EXTENSIBLE_LOAD_MANAGER, is_extensible_load_manager
 from planner.errors import InputError, NotFoundError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus, advance
-from planner.model import BundleData, LoadData, LocalBrokerData, NamespaceBundleStats, local_broker_data_from_json
 from planner.names import check_cluster_name
-from planner.plan.bundles.bundle_range import namespace_of
-from planner.plan.load_manager_shared import is_system_service_namespace
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, is_extensible_load_manager
+from planner.pulsar.load_manager_shared import is_system_service_namespace
+from planner.pulsar.model import (
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    local_broker_data_from_json,
+)
 from planner.samples.dataset import read_samples, sample_path, snapshot_tables, staged
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data

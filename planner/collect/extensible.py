@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.config import EXTENSIBLE_LOAD_MANAGER
 from planner.errors import InputError
-from planner.model import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER
+from planner.pulsar.model import LocalBrokerData, NamespaceBundleStats, ResourceUsage
 
 # brk_lb_* names of the resources, in LocalBrokerData's order
 USAGE_METRICS = {

@@ -32,8 +32,8 @@ import pulsar
 import requests
 
 from planner.collect.admin_client import ClusterSession
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic
+from planner.pulsar.bundle_range import BundleRange
 
 log = logging.getLogger(__name__)
 

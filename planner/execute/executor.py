@@ -55,11 +55,11 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.plan.bundles.bundle_range import BundleName, namespace_of
-from planner.plan.document import actions_hash
-from planner.plan.load_manager_shared import is_pinned_namespace
+from planner.pulsar.bundle_range import BundleName, namespace_of
+from planner.pulsar.load_manager_shared import is_pinned_namespace
+from planner.pulsar.versions import PulsarVersion
 from planner.settings import ExecutionBinding, ExecutionWindow, ExecutorSettings, is_open, next_opening
-from planner.store.actions import ExecutableAction, executable_actions
+from planner.store.actions import ExecutableAction, executable_actions, rows_hash
 from planner.store.database import Store
 from planner.store.models import (
     ActionExecution,
@@ -73,7 +73,6 @@ from planner.store.models import (
     audit_event,
     utc_now,
 )
-from planner.versions import PulsarVersion
 
 logger = logging.getLogger(__name__)
 
@@ -165,15 +164,6 @@ class ExecutionReport:
 def default_holder(actor: str) -> str:
     """Who holds a claim, for the people reading a refusal: the actor, the host and the process."""
     return f"{actor} ({getpass.getuser()}@{socket.gethostname()} pid {os.getpid()})"
-
-
-def rows_hash(session: Session, plan_id: int) -> str:
-    """The approval hash of the plan's action rows and maintenance as they are now (what would run)."""
-    rows = executable_actions(session, plan_id)
-    if [row.sequence for row in rows] != list(range(len(rows))):
-        return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
-    plan = session.get(Plan, plan_id)
-    return actions_hash([row.to_json() for row in rows], plan.details.get("maintenance") if plan else None)
 
 
 # --- the claim ------------------------------------------------------------------------------------

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from planner.config import PulsarConfig
-from planner.model import LoadData
 from planner.plan.forecast import BrokerForecast
 from planner.plan.shedding import avg_shedder, transfer_shedder, uniform_load_shedder
 from planner.plan.shedding.transfer_shedder import TransferOutcome
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import LoadData
 
 AVG_SHEDDERS = ("AvgShedder", "AvgShedderPredictive")
 # The strategies' own words for "within the thresholds": the summary says that with figures instead.

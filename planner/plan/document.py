@@ -11,41 +11,13 @@ The strategy states and usage models stay JSON values here: their owners validat
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from planner.actions import actions_hash
 from planner.errors import InputError, format_validation_error
-
-# What an action's admin call is made of: an approval binds exactly these, in order, and nothing else
-# (the reason and the predicted traffic are for the reviewer; they do not change what is sent).
-EXECUTED_FIELDS = ("kind", "bundle", "source", "destination", "splitAlgorithm", "splitPositions")
-
-
-def actions_hash(actions: Sequence[Mapping[str, Any]], maintenance: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 of the canonical JSON of the executed fields of each action, with its position: what an
-    approval approves. The executor recomputes it from the action rows it is about to run.
-
-    A maintenance plan's mode, brokers and the plan it rolls back are hashed too: the executor fences (and
-    unfences) brokers by them, admin writes the approval must cover as well. Plans without one hash as before."""
-    executed = [
-        {"sequence": sequence, **{name: action.get(name) for name in EXECUTED_FIELDS}}
-        for sequence, action in enumerate(actions)
-    ]
-    approved: Any = executed
-    if maintenance:
-        executed_maintenance = {
-            "mode": maintenance.get("mode"),
-            "brokers": list(maintenance.get("brokers") or []),
-            "rollsBack": maintenance.get("rollsBack"),
-        }
-        approved = {"actions": executed, "maintenance": executed_maintenance}
-    canonical = json.dumps(approved, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class _Document(BaseModel):
@@ -109,7 +81,7 @@ class PredictedMoveDocument(_Document):
 
 
 class MaintenanceDocument(_Document):
-    """What a maintenance plan was asked to do (`planner.plan.maintenance`, `planner.plan.rollback`)."""
+    """What a maintenance plan was asked to do (`planner.plan.maintenance`, `planner.orchestrate.rollback`)."""
 
     mode: Literal["drain", "fill", "rollback"]
     brokers: list[str] = Field(default_factory=list)  # drained or filled

@@ -17,9 +17,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planner.config import MIB, PulsarConfig
-from planner.java_numbers import java_max, percent_usage
-from planner.model import (
+from planner.plan.bundles.split import can_split
+from planner.pulsar.broker_score import max_resource_usage, max_resource_usage_with_weight
+from planner.pulsar.bundle_range import BundleName, namespace_of
+from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.java_numbers import java_max, percent_usage
+from planner.pulsar.load_manager_shared import SYSTEM_NAMESPACE, is_sla_or_heartbeat_namespace
+from planner.pulsar.model import (
     BrokerLoadData,
     ExtensibleLoadData,
     LocalBrokerData,
@@ -27,10 +31,6 @@ from planner.model import (
     TopBundleLoadData,
     TopBundlesLoadData,
 )
-from planner.plan.broker_score import max_resource_usage, max_resource_usage_with_weight
-from planner.plan.bundles.bundle_range import BundleName, namespace_of
-from planner.plan.bundles.split import can_split
-from planner.plan.load_manager_shared import SYSTEM_NAMESPACE, is_sla_or_heartbeat_namespace
 
 
 def weighted_max(report: LocalBrokerData, config: PulsarConfig) -> float:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from planner.config import PulsarConfig, ResourceWeights
-from planner.java_numbers import percent_usage
-from planner.model import LoadData
 from planner.plan.usage_model import ResourceFit, Traffic, UsageModels, broker_traffic, resolved_models
+from planner.pulsar.config import PulsarConfig, ResourceWeights
+from planner.pulsar.java_numbers import percent_usage
+from planner.pulsar.model import LoadData
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,14 +16,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import LoadData
-from planner.plan.bundles.bundle_range import namespace_of
 from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, measured_loads
-from planner.plan.load_manager_shared import is_pinned_namespace
 from planner.plan.planning import PlannedAction, PlanResult
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import is_pinned_namespace
+from planner.pulsar.model import LoadData
 
 
 class MaintenanceMode(StrEnum):

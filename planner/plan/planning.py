@@ -13,18 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.config import PulsarConfig
+from planner.actions import actions_hash
 from planner.errors import InputError
-from planner.model import ExtensibleLoadData, LoadData
 from planner.plan.balance import BalanceReport, balance_report, transfer_balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
-from planner.plan.bundles.bundle_range import BundleName, namespace_of
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.split import can_split
-from planner.plan.document import PlanDocument, actions_hash
+from planner.plan.document import PlanDocument
 from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import BrokerForecast, Move, forecast
-from planner.plan.load_manager_shared import remove_expired_recently_unloaded
 from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
 from planner.plan.placement.pipeline import PlacementSession, allowed_brokers, excluded_namespaces, select_broker
 from planner.plan.shedding import avg_shedder, transfer_shedder
@@ -32,6 +29,10 @@ from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
 from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import UsageModels
+from planner.pulsar.bundle_range import BundleName, namespace_of
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
+from planner.pulsar.model import ExtensibleLoadData, LoadData
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from planner.java_numbers import percent_usage
+from planner.pulsar.java_numbers import percent_usage
 
 if TYPE_CHECKING:  # executors fit the models with only numpy, pandas and pyarrow: no pydantic there
-    from planner.model import LoadData
+    from planner.pulsar.model import LoadData
 
 RESOURCES = ("cpu", "bandwidthIn", "bandwidthOut")
 # One hour of 5-minute collections: fewer samples say little about a broker's costs.

@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from planner import storage
-from planner.config import PulsarConfig
-from planner.model import LocalBrokerData, ResourceUsage
-from planner.plan.broker_score import broker_usage
-from planner.plan.bundles.bundle_range import namespace_of
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import LocalBrokerData, ResourceUsage
 
 BROKER_SCHEMA = pa.schema(
     [

@@ -7,7 +7,7 @@ whatever default was there.
 
 from __future__ import annotations
 
-from planner.model import BundleData, NamespaceBundleStats, TimeAverageMessageData
+from planner.pulsar.model import BundleData, NamespaceBundleStats, TimeAverageMessageData
 
 
 def _updated(old_average: float, sample: float, num_samples: int) -> float:

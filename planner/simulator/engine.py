@@ -25,11 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from planner.config import MIB, PulsarConfig
 from planner.errors import InputError
-from planner.java_numbers import percent_usage
-from planner.model import LoadData, LocalBrokerData
-from planner.plan.broker_score import broker_usage
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.pipeline import PlacementSession, select_broker
 from planner.plan.planning import make_plan
@@ -38,6 +34,10 @@ from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, placemen
 from planner.plan.shedding.avg_shedder_predictive import PredictedMove
 from planner.plan.shedding.registry import MODULAR_STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.java_numbers import percent_usage
+from planner.pulsar.model import LoadData, LocalBrokerData
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from planner.config import MODULAR_LOAD_MANAGER
-from planner.model import (
+from planner.pulsar.config import MODULAR_LOAD_MANAGER
+from planner.pulsar.model import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
     NUM_LONG_SAMPLES,

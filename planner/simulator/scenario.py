@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 
 from planner.errors import InputError, format_validation_error
-from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, check_bundle_name
+from planner.pulsar.bundle_range import FULL_RANGE_UPPER, check_bundle_name
 
 MIB = 1024 * 1024
 MINUTES_PER_DAY = 24 * 60

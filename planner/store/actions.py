@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from planner.store.models import PlanAction
+from planner.actions import actions_hash
+from planner.store.models import Plan, PlanAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +48,12 @@ def executable_actions(session: Session, plan_id: int) -> list[ExecutableAction]
     """The plan's action rows, in their order, as they would run."""
     rows = session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id).order_by(PlanAction.sequence))
     return [ExecutableAction.of(row) for row in rows]
+
+
+def rows_hash(session: Session, plan_id: int) -> str:
+    """The approval hash of the plan's action rows and maintenance as they are now (what would run)."""
+    rows = executable_actions(session, plan_id)
+    if [row.sequence for row in rows] != list(range(len(rows))):
+        return "gaps in the action sequence"  # never equal to a hash: a row was removed or renumbered
+    plan = session.get(Plan, plan_id)
+    return actions_hash([row.to_json() for row in rows], plan.details.get("maintenance") if plan else None)

@@ -49,10 +49,10 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from planner.config import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER, PulsarConfig
-from planner.model import LocalBrokerData
-from planner.plan.broker_score import broker_usage
-from planner.versions import PulsarVersion
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER, PulsarConfig
+from planner.pulsar.model import LocalBrokerData
+from planner.pulsar.versions import PulsarVersion
 
 FULL_UPPER = 0xFFFFFFFF
 MIB = 1024 * 1024

@@ -25,16 +25,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import BrokerLoadData, ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
 from planner.plan.extensible import bundles_to_split
@@ -42,6 +39,9 @@ from planner.plan.placement.extensible_least_resource_usage import best_brokers
 from planner.plan.planning import make_plan
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.registry import shedding_strategy
+from planner.pulsar.bundle_range import FULL_RANGE_UPPER, BundleRange
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import BrokerLoadData, ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
 
 
 def config_for(case: dict[str, Any], version: str) -> PulsarConfig:

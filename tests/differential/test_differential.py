@@ -63,7 +63,7 @@ def build_batch(harness: JavaHarness, workdir: Path, count: int, seed: int) -> B
         cases.append({**case, "loadDataFile": str(path)})
     java_run = harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = harness.pulsar_version
-    config_logger = logging.getLogger("planner.config")
+    config_logger = logging.getLogger("planner.pulsar.config")
     level = config_logger.level
     # Before 4.0 the planner warns about every case's 4.0-only bandwidth keys (Pulsar ignores them silently).
     config_logger.setLevel(logging.ERROR)

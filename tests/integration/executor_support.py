@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from planner.actions import actions_hash
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, read_state
 from planner.collect.admin_client import AdminError, PulsarAdminClient
-from planner.plan.document import actions_hash
 
 
 class CountingClient(PulsarAdminClient):

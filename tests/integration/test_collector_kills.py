@@ -25,7 +25,7 @@ from planner.collect.collector import (
 )
 from planner.devtools.traffic import BundleTraffic
 from planner.failpoints import ENV as FAILPOINT_ENV
-from planner.plan.runner import PlanRequest, cluster_inputs
+from planner.orchestrate.runner import PlanRequest, cluster_inputs
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
 from planner.store.models import Snapshot

@@ -11,7 +11,7 @@ from planner.audit.plan_records import commit_plan, show_plan
 from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
 from planner.execute.executor import _Cluster, execute_plan
-from planner.plan.bundles.bundle_range import BundleName
+from planner.pulsar.bundle_range import BundleName
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded

@@ -20,10 +20,10 @@ import requests
 
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect, list_snapshots
-from planner.config import EXTENSIBLE_LOAD_MANAGER
 from planner.devtools import local_cluster
 from planner.devtools.traffic import BundleTraffic, TrafficGenerator
-from planner.plan.bundles.bundle_range import BundleRange
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER
 from planner.store.database import Store
 from tests.integration.conftest import TEST_TENANT, separate_cluster
 

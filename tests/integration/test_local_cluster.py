@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from planner.devtools.traffic import BundleTraffic, TrafficGenerator
-from planner.model import LocalBrokerData
 from planner.plan.bundles import range_equally_divide, specified_positions_divide
-from planner.plan.bundles.bundle_range import BundleRange
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.model import LocalBrokerData
 
 pytestmark = pytest.mark.integration
 

@@ -19,11 +19,11 @@ from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.execute.fence import fence_name, unfence
-from planner.plan.bundles.bundle_range import namespace_of
-from planner.plan.load_manager_shared import is_pinned_namespace
+from planner.orchestrate.rollback import plan_rollback
+from planner.orchestrate.runner import PlanRequest, run_plan
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest
-from planner.plan.rollback import plan_rollback
-from planner.plan.runner import PlanRequest, run_plan
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.load_manager_shared import is_pinned_namespace
 from planner.samples.dataset import samples_root, snapshot_broker_load
 from planner.settings import ExecutorSettings
 from planner.store.database import Store

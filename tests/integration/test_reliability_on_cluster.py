@@ -24,7 +24,7 @@ from planner.audit.plan_records import show_plan
 from planner.devtools import local_cluster
 from planner.devtools.traffic import BundleTraffic
 from planner.execute.executor import execute_plan
-from planner.plan.bundles.bundle_range import BundleName
+from planner.pulsar.bundle_range import BundleName
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction

@@ -28,14 +28,14 @@ from hypothesis import strategies as st
 from planner.cli import main
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import MAX_JSON_DEPTH, InputError
-from planner.model import (
+from planner.plan.shedding.registry import MODULAR_STRATEGIES
+from planner.pulsar.model import (
     MAX_JSON_BYTES_ENV,
     load_data_from_json,
     local_broker_data_from_json,
     parse_json_document,
     read_load_data,
 )
-from planner.plan.shedding.registry import MODULAR_STRATEGIES
 from planner.settings import DEFAULT_MAX_JSON_BYTES
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 

@@ -15,8 +15,8 @@ from sqlalchemy import event, func, select
 
 from planner.audit.plan_records import CommitResult, StaleStateError, commit_plan, commit_plan_once, read_state
 from planner.collect.collector import cluster_row
-from planner.config import PulsarConfig
 from planner.plan.planning import make_plan
+from planner.pulsar.config import PulsarConfig
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanAction, StrategyState
 from tests.builders import broker, bundle, bundle_data, load_data

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from planner import storage
-from planner.model import NamespaceBundleStats
+from planner.pulsar.model import NamespaceBundleStats
 from planner.samples.averages_state import AVERAGE_COLUMNS, state_uri
 from planner.samples.dataset import sample_path, samples_root, write_snapshot_samples
 from planner.samples.time_average import update_bundle_data
@@ -75,7 +75,7 @@ class History:
 
     def replayed(self, excluded=()) -> dict:
         """Per bundle: Pulsar's update rule over the rows in replay order (snapshot id, then broker)."""
-        from planner.model import BundleData
+        from planner.pulsar.model import BundleData
 
         averages: dict = {}
         counts: dict = {}

@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from planner.audit.plan_records import show_plan
 from planner.devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
-from planner.model import NamespaceBundleStats
+from planner.pulsar.model import NamespaceBundleStats
 from planner.samples.dataset import write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot

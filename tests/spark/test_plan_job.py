@@ -16,8 +16,8 @@ from sqlalchemy import func, select
 
 from planner.audit.plan_records import StaleStateError, commit_plan, read_state
 from planner.errors import InputError
-from planner.model import BundleData, NamespaceBundleStats
-from planner.plan.runner import PlanRequest, commit_job_output, job_request, run_plan
+from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request, run_plan
+from planner.pulsar.model import BundleData, NamespaceBundleStats
 from planner.samples.dataset import read_dataset, samples_root, write_snapshot_samples
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data

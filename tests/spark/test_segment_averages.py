@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from planner.model import BundleData, NamespaceBundleStats
+from planner.pulsar.model import BundleData, NamespaceBundleStats
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from spark_jobs.plan_job import RATE_COLUMNS, Averaging, ReportPositions, _placed, _segment_sums, _segment_terms

@@ -12,13 +12,13 @@ from planner import cli
 from planner.approval.decisions import recorded_decision
 from planner.approval.policies import decide, evaluate
 from planner.audit.plan_records import show_plan
-from planner.config import PulsarConfig
 from planner.errors import InputError
 from planner.lifecycle import AttemptStatus
+from planner.orchestrate.rollback import ExecutedUnload, executed_unloads, inverse_plan
 from planner.plan.document import PlanDocument
 from planner.plan.maintenance import drain_plan
 from planner.plan.planning import _current_msg_rate
-from planner.plan.rollback import ExecutedUnload, executed_unloads, inverse_plan
+from planner.pulsar.config import PulsarConfig
 from planner.settings import ApprovalPolicy, ExecutionWindow, TimeWindow, is_open, next_opening, planner_settings
 from planner.store.database import Store
 

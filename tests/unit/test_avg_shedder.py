@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from planner.config import PulsarConfig
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, AvgShedderState
+from planner.pulsar.config import PulsarConfig
 from tests.builders import broker, bundle, bundle_data, load_data
 
 MIB = 1024 * 1024

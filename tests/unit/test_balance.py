@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from planner.config import PulsarConfig
 from planner.plan.planning import make_plan
+from planner.pulsar.config import PulsarConfig
 from tests.builders import broker, bundle, bundle_data, load_data
 
 CONFIG = PulsarConfig()

@@ -7,16 +7,13 @@ import zlib
 
 import pytest
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import NamespaceBundleStats
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
     specified_positions_divide,
     topic_count_equally_divide,
 )
-from planner.plan.bundles.bundle_range import BundleName, BundleNameError, BundleRange
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
     bundle_for_hash,
@@ -26,6 +23,9 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
 )
 from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import apply_split, can_split, equal_positions
+from planner.pulsar.bundle_range import BundleName, BundleNameError, BundleRange
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import NamespaceBundleStats
 from tests.builders import MIB, broker, bundle_data, load_data
 
 

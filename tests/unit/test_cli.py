@@ -397,7 +397,7 @@ def test_spark_code_is_the_planner_package_in_a_zip_named_by_its_content(capsys,
     assert code == 0
     archive = Path(json.loads(out)["pyFiles"])
     names = zipfile.ZipFile(archive).namelist()
-    assert "planner/plan/usage_model.py" in names and "planner/java_numbers.py" in names
+    assert "planner/plan/usage_model.py" in names and "planner/pulsar/java_numbers.py" in names
     assert not [name for name in names if "__pycache__" in name or not name.endswith(".py")]
     # The same code gives the same name: executors and Spark Connect sessions can tell the versions apart.
     assert run_cli(capsys, "spark-code", "--out", tmp_path)[1] == out

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from planner.config import PulsarConfig
 from planner.plan.bundles import flow_or_qps_equally_divide
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
-from planner.plan.load_manager_shared import is_sla_or_heartbeat_namespace, is_system_service_namespace
 from planner.plan.shedding import avg_shedder, threshold_shedder, uniform_load_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderState
 from planner.plan.shedding.threshold_shedder import ThresholdShedderState
-from planner.versions import PulsarVersion
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import is_sla_or_heartbeat_namespace, is_system_service_namespace
+from planner.pulsar.versions import PulsarVersion
 from tests.builders import broker, bundle, bundle_data, load_data
 
 # --- tests/unit/test_avg_shedder.py: replaces test_recently_unloaded_system_and_unknown_bundles_are_never_selected

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import select, update
 
 from planner import cli
+from planner.actions import actions_hash
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, show_plan
 from planner.collect.admin_client import PulsarAdminClient
@@ -31,7 +32,6 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.plan.document import actions_hash
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, Plan, PlanAction
 

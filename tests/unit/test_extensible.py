@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planner.collect.extensible import broker_load, bundle_stats_from_topics, load_balancing_metrics
-from planner.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
 from planner.errors import InputError
-from planner.model import BrokerLoadData, NamespaceBundleStats
 from planner.plan.extensible import (
     bundles_to_split,
     extensible_load_data,
@@ -19,6 +17,8 @@ from planner.plan.extensible import (
 )
 from planner.plan.placement.extensible_least_resource_usage import best_brokers
 from planner.plan.planning import make_transfer_plan
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
+from planner.pulsar.model import BrokerLoadData, NamespaceBundleStats
 from tests.builders import broker, bundle, load_data
 
 EXTENSIBLE = PulsarConfig().with_settings({"loadManagerClassName": EXTENSIBLE_LOAD_MANAGER})

@@ -9,10 +9,17 @@ import random
 
 import pytest
 
-from planner.config import PulsarConfig
-from planner.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, java_max, java_sort, java_string_hash
-from planner.plan.broker_score import max_resource_usage_with_weight
 from planner.plan.shedding.avg_shedder import sort_brokers
+from planner.pulsar.broker_score import max_resource_usage_with_weight
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.java_numbers import (
+    INT_MAX,
+    concurrent_hash_map_order,
+    java_int,
+    java_max,
+    java_sort,
+    java_string_hash,
+)
 from tests.builders import broker
 
 

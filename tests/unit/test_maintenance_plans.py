@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest, drain_plan, fill_plan, maintenance_plan
+from planner.pulsar.config import PulsarConfig
 from tests.builders import broker, bundle, bundle_data, load_data
 
 HEARTBEAT = "pulsar/10.0.0.1:8080/0x00000000_0xffffffff"

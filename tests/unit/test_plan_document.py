@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from planner.actions import actions_hash
 from planner.errors import InputError
-from planner.plan.document import JobResult, PlanDocument, actions_hash
+from planner.plan.document import JobResult, PlanDocument
 
 ACTION = {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "a:1", "destination": "b:1"}
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from planner.cli import main
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import LoadData, NamespaceBundleStats
 from planner.plan.forecast import Move, forecast
 from planner.plan.planning import make_plan
 from planner.plan.shedding import avg_shedder, avg_shedder_predictive
 from planner.plan.shedding.registry import shedding_strategy
 from planner.plan.usage_model import BrokerHistory, UsageModels, fit_usage_models, histories_from_columns
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import LoadData, NamespaceBundleStats
 from planner.simulator.engine import parse_policy, simulate
 from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import load_scenario

@@ -8,11 +8,7 @@ import zlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.config import PulsarConfig
-from planner.java_numbers import java_int
-from planner.model import LoadData, load_data_from_json
 from planner.plan.bundles import range_equally_divide, specified_positions_divide, topic_count_equally_divide
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
     bundle_for_topic,
     initial_boundaries,
@@ -20,6 +16,10 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
 )
 from planner.plan.shedding import avg_shedder, uniform_load_shedder
 from planner.plan.shedding.registry import MODULAR_STRATEGIES
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.java_numbers import java_int
+from planner.pulsar.model import LoadData, load_data_from_json
 from tests.builders import broker, bundle_data, load_data
 
 rates = st.floats(min_value=0, max_value=1e6, allow_nan=False)

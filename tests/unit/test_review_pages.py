@@ -17,9 +17,9 @@ from fastapi.testclient import TestClient
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, record_measurement
 from planner.audit.review.app import URL_PREFIX, create_app
-from planner.config import PulsarConfig
-from planner.model import load_data_from_json
 from planner.plan.planning import make_plan
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import load_data_from_json
 from planner.samples.dataset import write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Cluster, Plan, Snapshot

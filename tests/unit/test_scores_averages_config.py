@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from planner.config import PulsarConfig, load_config, read_properties
 from planner.errors import InputError
-from planner.java_numbers import percent_usage
-from planner.model import NamespaceBundleStats, TimeAverageMessageData, default_bundle_data
-from planner.plan.broker_score import broker_usage, max_resource_usage
+from planner.pulsar.broker_score import broker_usage, max_resource_usage
+from planner.pulsar.config import PulsarConfig, load_config, read_properties
+from planner.pulsar.java_numbers import percent_usage
+from planner.pulsar.model import NamespaceBundleStats, TimeAverageMessageData, default_bundle_data
 from planner.samples.time_average import update_bundle_data, update_time_average
 from tests.builders import broker, usage
 

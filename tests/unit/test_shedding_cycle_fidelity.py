@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from planner.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
 from planner.errors import InputError
-from planner.model import NamespaceBundleStats
 from planner.plan.planning import make_plan
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
+from planner.pulsar.model import NamespaceBundleStats
 from tests.builders import broker, bundle, bundle_data, load_data
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from planner.cli import main
 from planner.errors import InputError
-from planner.model import NUM_LONG_SAMPLES, NamespaceBundleStats, TimeAverageMessageData
+from planner.pulsar.model import NUM_LONG_SAMPLES, NamespaceBundleStats, TimeAverageMessageData
 from planner.samples.time_average import update_time_average
 from planner.simulator.engine import (
     EPOCH_MILLIS,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from planner.config import PulsarConfig
 from planner.plan.shedding import overload_shedder, threshold_shedder
 from planner.plan.shedding.threshold_shedder import ThresholdShedderState
+from planner.pulsar.config import PulsarConfig
 from tests.builders import MIB, broker, bundle, bundle_data, load_data
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from planner.config import PulsarConfig
 from planner.plan.shedding import uniform_load_shedder
+from planner.pulsar.config import PulsarConfig
 from tests.builders import MIB, broker, bundle, bundle_data, load_data
 
 SMALL_TRAFFIC = {

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select, update
 
 from planner import cli
+from planner.actions import actions_hash
 from planner.airflow import tasks as airflow_tasks
 from planner.audit.plan_records import commit_plan, list_plans, show_plan
 from planner.audit.review.app import create_app
 from planner.errors import InputError
-from planner.plan.document import actions_hash
 from planner.settings import PlannerSettings
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, PlanAction

@@ -16,10 +16,10 @@ from sqlalchemy import Select, func, or_, select
 
 from planner.audit.plan_records import actions_as_they_run
 from planner.collect.collector import unpublished_snapshot_ids
-from planner.config import PulsarConfig
 from planner.errors import InputError, NotFoundError
 from planner.lifecycle import PlanStatus
 from planner.plan.document import PlanDocument
+from planner.pulsar.config import PulsarConfig
 from planner.samples.dataset import broker_load, read_samples
 from planner.store.database import Store
 from planner.store.models import (

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from planner.config import MIB, PulsarConfig
-from planner.java_numbers import wrap_int32
-from planner.model import LoadData
-from planner.plan.bundles.bundle_range import namespace_of
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.java_numbers import wrap_int32
+from planner.pulsar.model import LoadData
 
 
 def known_bundle_counts(load_data: LoadData) -> dict[str, int]:

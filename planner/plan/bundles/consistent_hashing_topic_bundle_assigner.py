@@ -11,7 +11,7 @@ import itertools
 import zlib
 from collections.abc import Sequence
 
-from planner.plan.bundles.bundle_range import FULL_RANGE_UPPER, BundleRange
+from planner.pulsar.bundle_range import FULL_RANGE_UPPER, BundleRange
 
 
 def topic_hash(topic: str) -> int:

@@ -11,9 +11,9 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planner.config import MIB, PulsarConfig
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.pulsar.bundle_range import BundleRange
+from planner.pulsar.config import MIB, PulsarConfig
 
 NAME = "flow_or_qps_equally_divide"
 

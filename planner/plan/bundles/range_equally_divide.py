@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.plan.bundles.bundle_range import BundleRange
+from planner.pulsar.bundle_range import BundleRange
 
 NAME = "range_equally_divide"
 

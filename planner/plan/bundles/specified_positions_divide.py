@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.errors import InputError
-from planner.plan.bundles.bundle_range import BundleRange
+from planner.pulsar.bundle_range import BundleRange
 
 NAME = "specified_positions_divide"
 

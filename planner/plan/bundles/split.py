@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.errors import InputError
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import validate_boundaries
+from planner.pulsar.bundle_range import BundleRange
 
 
 def can_split(bundle: BundleRange) -> bool:

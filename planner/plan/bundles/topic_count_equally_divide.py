@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner.plan.bundles.bundle_range import BundleRange
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.pulsar.bundle_range import BundleRange
 
 NAME = "topic_count_equally_divide"
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from planner.config import PulsarConfig
-from planner.model import BrokerLoadData
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import BrokerLoadData
 
 NAME = "LeastResourceUsageWithWeight"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.extensions.strategy.LeastResourceUsageWithWeight"

@@ -11,9 +11,9 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
-from planner.config import PulsarConfig
-from planner.model import BundleData, LoadData, default_bundle_data
-from planner.plan.broker_score import overload_usage
+from planner.pulsar.broker_score import overload_usage
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import BundleData, LoadData, default_bundle_data
 
 NAME = "LeastLongTermMessageRate"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate"

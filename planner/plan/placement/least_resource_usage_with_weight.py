@@ -12,9 +12,9 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from planner.config import PulsarConfig
-from planner.model import LoadData
-from planner.plan.broker_score import broker_usage
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import LoadData
 
 NAME = "LeastResourceUsageWithWeight"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.LeastResourceUsageWithWeight"

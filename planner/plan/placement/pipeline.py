@@ -15,20 +15,20 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from planner.config import PulsarConfig
-from planner.model import BundleData, LoadData, default_bundle_data
-from planner.plan.broker_score import overload_usage
-from planner.plan.bundles.bundle_range import namespace_of
-from planner.plan.load_manager_shared import (
-    bundles_per_broker_in_namespace,
-    remove_most_servicing_brokers_for_namespace,
-)
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
 from planner.plan.placement.round_robin_broker_selector import RoundRobinState
 from planner.plan.placement.round_robin_broker_selector import select_broker as round_robin
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderPlacementState
+from planner.pulsar.broker_score import overload_usage
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import (
+    bundles_per_broker_in_namespace,
+    remove_most_servicing_brokers_for_namespace,
+)
+from planner.pulsar.model import BundleData, LoadData, default_bundle_data
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from planner.java_numbers import INT_MAX
+from planner.pulsar.java_numbers import INT_MAX
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.java_numbers import java_int, java_sort
-from planner.model import LoadData
-from planner.plan.broker_score import broker_usage
-from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.java_numbers import java_int, java_sort
+from planner.pulsar.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
+from planner.pulsar.model import LoadData
 
 NAME = "AvgShedder"
 NO_PAIR = "no broker pair reaches the low threshold"  # the reason of a balanced run

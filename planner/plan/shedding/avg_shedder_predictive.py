@@ -27,14 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.config import PulsarConfig
-from planner.model import LoadData
 from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, measured_loads
-from planner.plan.load_manager_shared import sheddable_bundles
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderState, PairEvaluation, sort_brokers
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import sheddable_bundles
+from planner.pulsar.model import LoadData
 
 NAME = "AvgShedderPredictive"
 # No Pulsar class exists: the registry's second name for the mode; brokers cannot be configured with it.

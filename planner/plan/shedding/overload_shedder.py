@@ -7,11 +7,11 @@ at least one, if it has more than one bundle.
 
 from __future__ import annotations
 
-from planner.config import PulsarConfig
-from planner.model import LoadData
-from planner.plan.broker_score import overload_usage
-from planner.plan.load_manager_shared import Candidate, select_until_reached, sheddable_bundles
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
+from planner.pulsar.broker_score import overload_usage
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.load_manager_shared import Candidate, select_until_reached, sheddable_bundles
+from planner.pulsar.model import LoadData
 
 NAME = "OverloadShedder"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder"

@@ -6,9 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import ExtensibleLoadData, LoadData
 from planner.plan.shedding import (
     avg_shedder,
     avg_shedder_predictive,
@@ -19,6 +17,8 @@ from planner.plan.shedding import (
 )
 from planner.plan.shedding.outcome import SheddingOutcome
 from planner.plan.usage_model import UsageModels
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import ExtensibleLoadData, LoadData
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.config import MIB, PulsarConfig
 from planner.errors import InputError
-from planner.model import LoadData
-from planner.plan.broker_score import broker_usage
-from planner.plan.load_manager_shared import Candidate, select_until_reached, sheddable_bundles
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
+from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.load_manager_shared import Candidate, select_until_reached, sheddable_bundles
+from planner.pulsar.model import LoadData
 
 NAME = "ThresholdShedder"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"

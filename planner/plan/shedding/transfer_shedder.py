@@ -32,10 +32,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from planner.config import PulsarConfig
 from planner.errors import InputError
-from planner.model import BrokerLoadData, ExtensibleLoadData, TopBundleLoadData
-from planner.plan.bundles.bundle_range import namespace_of
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import BrokerLoadData, ExtensibleLoadData, TopBundleLoadData
 
 NAME = "TransferShedder"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.config import PulsarConfig
-from planner.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, wrap_int32
-from planner.model import LoadData
-from planner.plan.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, wrap_int32
+from planner.pulsar.load_manager_shared import Candidate, ranked_by_traffic, sheddable_bundles
+from planner.pulsar.model import LoadData
 
 NAME = "UniformLoadShedder"
 JAVA_CLASS = "org.apache.pulsar.broker.loadbalance.impl.UniformLoadShedder"

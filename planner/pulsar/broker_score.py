@@ -6,9 +6,9 @@ Boundary decisions such as "gap < 15 points" depend on the float32 rounding (60/
 
 from __future__ import annotations
 
-from planner.config import PulsarConfig, ResourceWeights
-from planner.java_numbers import java_max, percent_usage, to_float32
-from planner.model import LocalBrokerData
+from planner.pulsar.config import PulsarConfig, ResourceWeights
+from planner.pulsar.java_numbers import java_max, percent_usage, to_float32
+from planner.pulsar.model import LocalBrokerData
 
 
 def max_resource_usage_with_weight(broker: LocalBrokerData, weights: ResourceWeights) -> float:

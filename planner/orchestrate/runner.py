@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 from planner import progress, storage
 from planner.audit.plan_records import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
 from planner.collect.collector import read_archive, snapshot_reports, unpublished_snapshot_ids
-from planner.config import is_extensible_load_manager
 from planner.durations import parse_duration
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
@@ -28,6 +27,7 @@ from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.registry import shedding_strategy
+from planner.pulsar.config import is_extensible_load_manager
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
 

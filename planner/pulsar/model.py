@@ -18,7 +18,7 @@ from pydantic.alias_generators import to_camel
 
 from planner.errors import InputError, format_validation_error, malformed_json_message
 from planner.names import check_broker_id
-from planner.plan.bundles.bundle_range import check_bundle_name
+from planner.pulsar.bundle_range import check_bundle_name
 from planner.settings import DEFAULT_MAX_JSON_BYTES, planner_settings
 
 # Pulsar's ModularLoadManagerImpl constants (not configuration).

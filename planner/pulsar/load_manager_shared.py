@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from planner.model import BundleData, LoadData
-from planner.plan.bundles.bundle_range import namespace_of
-from planner.versions import PulsarVersion
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.model import BundleData, LoadData
+from planner.pulsar.versions import PulsarVersion
 
 SYSTEM_NAMESPACE = "pulsar/system"
 # NamespaceService's heartbeat and SLA-monitor namespaces, owned by each broker itself. `[^:]+` may hold

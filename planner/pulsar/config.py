@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from planner.errors import InputError, format_validation_error
-from planner.versions import PulsarVersion
+from planner.pulsar.versions import PulsarVersion
 
 logger = logging.getLogger(__name__)
 
