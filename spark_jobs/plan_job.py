@@ -709,13 +709,13 @@ def _plan_group(
     emit_load_data: bool,
 ) -> JobResult:
     """Assemble one cluster's LoadData from its rows (kind and parsed payload) and run the planner on it."""
-    from planner.config import PulsarConfig
-    from planner.model import load_data_from_mapping
     from planner.plan.document import JobResult
     from planner.plan.extensible import extensible_load_data, moving_average
     from planner.plan.maintenance import MaintenanceRequest, maintenance_plan
     from planner.plan.planning import make_plan, make_transfer_plan
     from planner.plan.usage_model import UsageModels
+    from planner.pulsar.config import PulsarConfig
+    from planner.pulsar.model import load_data_from_mapping
 
     brokers: dict[str, dict[str, Any]] = {}
     stats: dict[str, dict[str, dict[str, Any]]] = {}

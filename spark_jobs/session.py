@@ -29,8 +29,8 @@ from pyspark.sql import SparkSession
 
 import planner
 from planner import storage
-from planner.config import read_properties
 from planner.maven import DEPENDENCY_PLUGIN, run_maven
+from planner.pulsar.config import read_properties
 from planner.settings import cache_home
 
 # Tuning measured by bench/bench_spark_averages.py; each applies only where the team set nothing.
