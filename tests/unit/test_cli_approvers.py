@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 
 import pytest
@@ -19,7 +20,7 @@ OS_USER = "carol"
 @pytest.fixture
 def plan(tmp_path, monkeypatch):
     """A pending plan, its store's URL, and the store; the CLI runs as OS user carol."""
-    monkeypatch.setattr(cli.getpass, "getuser", lambda: OS_USER)
+    monkeypatch.setattr(getpass, "getuser", lambda: OS_USER)
     store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
     unload = {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "a:8080", "destination": "b:8080"}
     document = {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload]}

@@ -1,0 +1,114 @@
+"""What every command group shares: the parser class, the options several commands take, and JSON in and out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from pydantic import ValidationError
+
+from planner.arguments import admin_url
+from planner.collect.clusters import ClusterSettings, find_cluster
+from planner.errors import InputError, format_validation_error
+from planner.plan.shedding.registry import STRATEGIES
+from planner.pulsar.config import PulsarConfig, load_config
+from planner.pulsar.model import parse_json_document
+
+if TYPE_CHECKING:
+    from planner.store.database import Store
+
+logger = logging.getLogger("pulsar_rebalance")
+
+# The command groups' `add_parser` returns (argparse's own name for the type is private).
+Commands = argparse._SubParsersAction
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InputError(f"{self.prog}: {message}")
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Pulsar configuration key (or pulsarVersion); repeatable, wins over --broker-conf",
+    )
+    parser.add_argument("--broker-conf", type=Path, help="read Pulsar keys from a broker.conf file")
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL or a SQLite file)")
+
+
+def add_plan_cluster_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", help="a cluster of the clusters file (default: the plan's cluster)")
+    parser.add_argument("--admin-url", type=admin_url, help="the cluster's admin URL instead of the clusters file")
+    parser.add_argument("--token-env", help="with --admin-url: environment variable holding the token")
+    parser.add_argument("--ca-file", type=Path, help="with --admin-url: CA bundle for TLS verification")
+    parser.add_argument("--clusters", type=Path, help="clusters file (default: $PULSAR_REBALANCE_CLUSTERS)")
+
+
+def strategy_names() -> str:
+    """The shedding strategies a `--strategy` takes, for its help."""
+    return ", ".join(strategy.name for strategy in STRATEGIES)
+
+
+def pulsar_config(args: argparse.Namespace) -> PulsarConfig:
+    return load_config(args.broker_conf, args.settings)
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    # Imported here: the store (SQLAlchemy, Alembic) took about 2 s, which every `--help` paid.
+    from planner.store.database import Store
+
+    return Store(args.db)
+
+
+def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    if args.cluster and args.admin_url:
+        raise InputError("give either --cluster or --admin-url, not both")
+    if args.cluster:
+        return find_cluster(args.cluster, args.clusters)
+    if args.admin_url:
+        try:
+            return ClusterSettings(
+                name="unnamed", admin_url=args.admin_url, token_env=args.token_env, ca_file=args.ca_file
+            )
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, "--admin-url")) from None
+    raise InputError(f"{args.command} needs --cluster NAME (from the clusters file) or --admin-url URL")
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        raise InputError(f"cannot read {what} {str(path)!r}: {error.strerror}") from None
+    return parse_json_document(text, what)
+
+
+def write_json_atomically(path: Path, document: object) -> None:
+    """Write to a temporary file beside `path`, then rename, so a reader never sees half a file."""
+    directory = path.parent if str(path.parent) else Path(".")
+    with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f".{path.name}.", delete=False) as handle:
+        json.dump(document, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+        temporary = Path(handle.name)
+    os.replace(temporary, path)
+
+
+def print_json(document: object) -> None:
+    json.dump(document, sys.stdout, indent=2)
+    sys.stdout.write("\n")

@@ -1,0 +1,224 @@
+"""A committed plan's decision and execution: `approve`, `execute`, `rollback`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import getpass
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from planner.arguments import COUNT, ID, RATE_PER_MINUTE, SECONDS
+from planner.cli.common import (
+    Commands,
+    add_plan_cluster_options,
+    add_store_options,
+    cluster_settings,
+    open_store,
+    print_json,
+)
+from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.errors import InputError
+from planner.settings import OS_USER_PREFIX, ExecutorSettings, planner_settings
+
+if TYPE_CHECKING:
+    from planner.store.database import Store
+
+
+def command_approve(args: argparse.Namespace) -> None:
+    """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
+    from planner.approval.decisions import approve_by_policies, os_user_approver, record_decision
+    from planner.audit.plan_records import show_plan
+    from planner.plan.document import PlanDocument
+
+    if args.by_policy:
+        if args.reject or args.as_name or args.expect_hash:
+            raise InputError("--by-policy: the policies decide; --reject, --as and --expect-hash are for a person")
+        policies = planner_settings().approval_policies
+        stored = PlanDocument.parse(show_plan(open_store(args), args.plan_id), f"stored plan {args.plan_id}")
+        now = datetime.now(UTC)
+        decision = approve_by_policies(open_store(args), args.plan_id, stored, policies, now, record=not args.dry_run)
+        if decision.approved_by is None and not args.dry_run:
+            raise InputError(f"plan {args.plan_id}: {decision.why_not()}")
+        print_json({"plan": args.plan_id, "recorded": not args.dry_run, **decision.to_json()})
+        return
+    if args.dry_run:
+        raise InputError("--dry-run goes with --by-policy: a person's decision is recorded or not given")
+    os_user = getpass.getuser()
+    plan = show_plan(open_store(args), args.plan_id)
+    name = os_user_approver(open_store(args), args.plan_id, planner_settings().approvers, os_user, args.as_name)
+    if args.expect_hash and args.expect_hash != plan["actionsHash"]:
+        raise InputError(
+            f"plan {args.plan_id}: its actions hash is {plan['actionsHash']}, not the reviewed {args.expect_hash}"
+        )
+    record_decision(
+        open_store(args),
+        args.plan_id,
+        approved=not args.reject,
+        approver=name,
+        approver_id=f"{OS_USER_PREFIX}{os_user}",
+        approved_hash=plan["actionsHash"],
+        source="cli",
+        actor=f"cli:{os_user}" + (f" as {args.as_name}" if args.as_name else ""),
+    )
+    decision = "rejected" if args.reject else "approved"
+    print_json({"plan": args.plan_id, "decision": decision, "approver": name, "osUser": os_user})
+
+
+# `execute` options → executor settings; they override the configured ones (planner/settings.py).
+_EXECUTOR_OPTIONS = {
+    "ttl": "ttl",
+    "resume_window": "resume_window",
+    "actions_per_minute": "actions_per_minute",
+    "max_actions": "max_actions",
+    "max_failures": "max_failures",
+    "attempts": "attempts_per_action",
+    "verify_timeout": "verify_timeout_seconds",
+    "settle": "settle_seconds",
+    "lease": "lease",
+    "request_timeout": "request_timeout_seconds",
+}
+_DURATION_OPTIONS = {"ttl", "resume_window", "lease"}
+
+
+def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
+    values: dict[str, Any] = {}
+    for option, field in _EXECUTOR_OPTIONS.items():
+        value = getattr(args, option)
+        if value is not None and option in _DURATION_OPTIONS:  # bounded by the parser's SECONDS type
+            value = timedelta(seconds=value)
+        values[field] = value
+    return planner_settings().executor.overridden(values, "execute options")
+
+
+@contextlib.contextmanager
+def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
+    """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
+    the clusters file; a URL of another cluster is refused."""
+    from planner.audit.plan_records import show_plan
+
+    plan_cluster = show_plan(store, plan_id)["cluster"]
+    if args.cluster and args.cluster != plan_cluster:
+        raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
+    if not args.cluster and not args.admin_url:
+        args.cluster = plan_cluster
+    with cluster_settings(args).client() as client:
+        try:
+            if args.admin_url and client.cluster_name() != plan_cluster:
+                raise InputError(
+                    f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
+                    f"but plan {plan_id} is for {plan_cluster!r}"
+                )
+            yield client
+        except AdminError as error:
+            raise InputError(str(error)) from None
+
+
+def command_execute(args: argparse.Namespace) -> None:
+    from planner.execute.executor import execute_plan
+
+    settings = _executor_settings(args)  # bad settings fail before anything is read or sent
+    store = open_store(args)
+    with _plan_cluster_client(args, store, args.plan_id) as client:
+        client.timeout = (client.timeout[0], settings.request_timeout_seconds)
+        report = execute_plan(
+            store,
+            client,
+            args.plan_id,
+            settings,
+            actor=f"cli:{getpass.getuser()}",
+            claim_wait=args.wait_for_claim,
+            ignore_windows=args.ignore_windows,
+        )
+    print_json(report.to_json())
+
+
+def command_rollback(args: argparse.Namespace) -> None:
+    from planner.orchestrate.rollback import plan_rollback
+
+    store = open_store(args)
+    with _plan_cluster_client(args, store, args.plan_id) as client:
+        committed, document = plan_rollback(store, client, args.plan_id, actor=f"cli:{getpass.getuser()}")
+    print_json(
+        {
+            "plan": committed.plan_id,
+            "created": committed.created,
+            "rollsBack": args.plan_id,
+            "actions": len(document.actions),
+            "notes": document.notes,
+        }
+    )
+
+
+def add_commands(commands: Commands) -> None:
+    approve = commands.add_parser("approve", help="record a decision on a pending plan (without Airflow)")
+    approve.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the pending plan (see `plans`)")
+    approve.add_argument("--reject", action="store_true", help="reject the plan instead of approving it")
+    approve.add_argument(
+        "--as",
+        dest="as_name",
+        metavar="NAME",
+        help="the approver's name (default: the OS user's approver, or the OS user when no approvers are set)",
+    )
+    approve.add_argument("--expect-hash", metavar="HASH", help="refuse unless the plan's actions hash is this one")
+    approve.add_argument(
+        "--by-policy",
+        action="store_true",
+        help="let the configured approval policies decide (approval_policies); refused when none approves",
+    )
+    approve.add_argument("--dry-run", action="store_true", help="with --by-policy: print the verdicts, record nothing")
+    add_store_options(approve)
+    approve.set_defaults(handler=command_approve)
+
+    execute = commands.add_parser("execute", help="execute an approved plan (or resume a stopped execution)")
+    execute.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the approved plan (see `plans`)")
+    add_plan_cluster_options(execute)
+    execute.add_argument("--actions-per-minute", type=RATE_PER_MINUTE, help="pacing; 0 for none (default 30)")
+    execute.add_argument("--max-actions", type=COUNT, help="actions at most in this run (default 100)")
+    execute.add_argument("--max-failures", type=COUNT, help="stop after this many failed actions (default 3)")
+    execute.add_argument("--attempts", type=COUNT, help="attempts per action (default 2)")
+    execute.add_argument(
+        "--ttl",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="a plan older than this is not started (6 h; never past the approval's)",
+    )
+    execute.add_argument(
+        "--resume-window",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="a started execution may run this long past the TTL (1 h; never past the approval's)",
+    )
+    execute.add_argument("--request-timeout", type=SECONDS, metavar="SECONDS", help="admin API read timeout (30)")
+    execute.add_argument("--verify-timeout", type=SECONDS, metavar="SECONDS", help="wait for a new owner (60)")
+    execute.add_argument(
+        "--settle",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="after an unanswered request ended, wait this long, and at least the brokers' unload timeout + 5 s, "
+        "before asking the cluster what happened (30)",
+    )
+    execute.add_argument("--lease", type=SECONDS, metavar="SECONDS", help="the execution claim's lease (300)")
+    execute.add_argument(
+        "--wait-for-claim",
+        type=SECONDS,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another run's claim on the plan or the cluster",
+    )
+    execute.add_argument(
+        "--ignore-windows",
+        action="store_true",
+        help="run outside the execution windows the approval bound (audited as plan.windows-ignored)",
+    )
+    add_store_options(execute)
+    execute.set_defaults(handler=command_execute)
+
+    rollback = commands.add_parser(
+        "rollback", help="plan the undo of an executed plan: each moved bundle back to its source (then approve)"
+    )
+    rollback.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the executed (or partly executed) plan")
+    add_plan_cluster_options(rollback)
+    add_store_options(rollback)
+    rollback.set_defaults(handler=command_rollback)

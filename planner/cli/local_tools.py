@@ -1,0 +1,71 @@
+"""The dev tools' commands: `local-cluster` and `demo`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+
+from planner.arguments import LOCAL_BROKERS, PORT
+from planner.cli.common import Commands, print_json
+from planner.errors import InputError
+from planner.maven import MavenError
+
+
+def command_local_cluster(args: argparse.Namespace) -> None:
+    from planner.devtools import local_cluster
+
+    try:
+        if args.action == "start":
+            settings = local_cluster.settings_from_env()
+            settings = dataclasses.replace(
+                settings, auth=args.auth, load_manager=args.load_manager or settings.load_manager
+            )
+            print_json(local_cluster.start(brokers=args.brokers, settings=settings))
+        elif args.action == "status":
+            print_json(local_cluster.status() or {"running": False})
+        elif args.action == "stop":
+            local_cluster.stop()
+        else:
+            local_cluster.wipe()
+    except (local_cluster.LocalClusterError, MavenError) as error:
+        raise InputError(f"local-cluster {args.action}: {error}") from None
+
+
+def command_demo(args: argparse.Namespace) -> None:
+    from planner.devtools.demo import run_demo
+
+    # Importing Airflow (for its DAG file) set the root logger to INFO: the steps and the result, not every
+    # client's connection log, are what a first run should show (`-v` shows them).
+    logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+    result = run_demo(approve=args.approve, brokers=args.brokers, port=args.port)
+    print(json.dumps(result))
+
+
+def add_commands(commands: Commands) -> None:
+    cluster = commands.add_parser("local-cluster", help="a real Pulsar cluster on 127.0.0.1 for trying things out")
+    cluster.add_argument(
+        "action",
+        choices=["start", "status", "stop", "wipe"],
+        help="start it (downloading Pulsar on first use), show it, stop it, or stop it and delete its data",
+    )
+    cluster.add_argument("--brokers", type=LOCAL_BROKERS, default=3, help="with start: how many brokers")
+    cluster.add_argument(
+        "--auth",
+        choices=["none", "token"],
+        default="none",
+        help="with start: token enables Pulsar's JWT authentication; the superuser token's file is in the output",
+    )
+    cluster.add_argument(
+        "--load-manager",
+        choices=["modular", "extensible"],
+        help="with start: the brokers' load manager, ModularLoadManagerImpl (default) or the extensible one (PIP-192)",
+    )
+    cluster.set_defaults(handler=command_local_cluster)
+
+    demo = commands.add_parser("demo", help="the full cycle on a local cluster with Airflow (see README)")
+    demo.add_argument("--approve", action="store_true", help="approve the plan automatically instead of in the UI")
+    demo.add_argument("--brokers", type=LOCAL_BROKERS, default=3, help="brokers of the local cluster (default 3)")
+    demo.add_argument("--port", type=PORT, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
+    demo.set_defaults(handler=command_demo)

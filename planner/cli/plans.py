@@ -1,0 +1,187 @@
+"""Plans made and read: `plan` (the Spark job's plan, committed), `plans` (list and show), `spark-code`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from planner.arguments import COUNT, ID, duration
+from planner.cli.common import (
+    Commands,
+    add_config_options,
+    add_store_options,
+    open_store,
+    print_json,
+    pulsar_config,
+    strategy_names,
+)
+from planner.errors import InputError
+from planner.lifecycle import PlanStatus
+from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
+from planner.plan.shedding.registry import shedding_strategy
+from planner.pulsar.config import parse_assignments
+from planner.settings import storage_root
+
+
+def command_spark_code(args: argparse.Namespace) -> None:
+    from spark_jobs.session import code_zip, s3a_jars
+
+    document: dict[str, Any] = {"pyFiles": str(code_zip(args.out))}
+    if args.s3a_jars:
+        document["jars"] = ",".join(str(jar) for jar in s3a_jars())
+    print_json(document)
+
+
+def _plan_to_show(words: Sequence[str], command: str) -> int:
+    """The plan id of `show ID`."""
+    if len(words) != 2 or words[0] != "show":
+        raise InputError(
+            f"pulsar-rebalance {command}: unexpected {' '.join(words)!r}; did you mean `{command} show ID`?"
+        )
+    try:
+        return ID(words[1])
+    except argparse.ArgumentTypeError as error:
+        raise InputError(f"pulsar-rebalance {command} show: invalid plan id: {error}") from None
+
+
+def command_plan(args: argparse.Namespace) -> None:
+    from planner.audit.plan_records import show_plan
+    from planner.orchestrate.runner import PlanRequest, run_plan
+    from planner.samples.dataset import samples_root
+
+    if args.words:
+        plan_id = _plan_to_show(args.words, "plan")
+        print_json(show_plan(open_store(args), plan_id))
+        return
+    if not args.cluster:
+        raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
+    config = pulsar_config(args)  # validates the settings before Spark starts
+    settings = config.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    maintenance = _maintenance_request(args)
+    request = PlanRequest(
+        clusters=tuple(args.cluster),
+        strategy=shedding_strategy(args.strategy).name,
+        settings={key: str(value) for key, value in settings.items()},
+        averaging=args.averaging,
+        history=args.history,
+        include_splits=not args.no_splits,
+        recompute_averages=args.recompute_averages,
+        maintenance=maintenance,
+    )
+    spark_conf = parse_assignments(args.spark_conf, "--conf")
+    outcome = run_plan(
+        open_store(args),
+        samples_root(storage_root()),
+        request,
+        master=args.master,
+        spark_conf=spark_conf,
+        run_id=args.run_id,
+    )
+    print_json(
+        {
+            "plans": [
+                {
+                    "cluster": cluster,
+                    "plan": commit.plan_id,
+                    "created": commit.created,
+                    "stateVersion": commit.state_version,
+                    "mode": result.plan.mode,
+                    "actions": len(result.plan.actions),
+                    "notes": list(result.plan.notes) if maintenance else None,
+                    "averages": result.averages.to_json() if result.averages else None,
+                }
+                for cluster, (commit, result) in sorted(outcome.items())
+            ]
+        }
+    )
+
+
+def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
+    """`--mode drain|fill` with `--brokers`; None for the strategy's rebalance."""
+    brokers = [broker.strip() for broker in (args.brokers or "").split(",") if broker.strip()]
+    if args.mode == "rebalance":
+        if brokers or args.max_moves is not None:
+            raise InputError("pulsar-rebalance plan: --brokers and --max-moves go with --mode drain or --mode fill")
+        return None
+    if args.mode == "drain" and not brokers:
+        raise InputError("pulsar-rebalance plan --mode drain: --brokers is required (the brokers to drain, A,B)")
+    if len(args.cluster) != 1:
+        raise InputError(f"pulsar-rebalance plan --mode {args.mode}: name exactly one --cluster")
+    document = {"mode": args.mode, "brokers": brokers, "maxMoves": args.max_moves}
+    return MaintenanceRequest.parse(document, f"plan --mode {args.mode}")
+
+
+def command_plans(args: argparse.Namespace) -> None:
+    from planner.audit.plan_records import list_plans, show_plan
+
+    if args.words and args.words != ["list"]:
+        plan_id = _plan_to_show(args.words, "plans")
+        print_json(show_plan(open_store(args), plan_id))
+        return
+    print_json({"plans": list_plans(open_store(args), args.cluster, args.status, args.limit)})
+
+
+def add_commands(commands: Commands) -> None:
+    plan = commands.add_parser("plan", help="plan with the Spark job and commit (or: plan show ID)")
+    plan.add_argument("words", nargs="*", metavar="show ID", help="`show ID` prints a committed plan")
+    plan.add_argument("--cluster", action="append", default=[], help="a cluster to plan (required, repeatable)")
+    plan.add_argument(
+        "--strategy", default="AvgShedder", help=f"{strategy_names()}, or the Java class name (default AvgShedder)"
+    )
+    plan.add_argument("--averaging", default="pulsar", help="pulsar (sample counts) or window:SHORT,LONG")
+    plan.add_argument(
+        "--history", type=duration, default="7d", help="how far back a full recompute of the averages reads samples"
+    )
+    plan.add_argument(
+        "--recompute-averages",
+        action="store_true",
+        help="recompute the bundle averages from the samples within --history, not fold onto the stored state",
+    )
+    plan.add_argument(
+        "--master",
+        default="local[*]",
+        help="Spark master: local[N], spark://HOST:PORT, yarn, k8s://..., or a Spark Connect endpoint sc://HOST:PORT",
+    )
+    plan.add_argument(
+        "--conf",
+        dest="spark_conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable), e.g. spark.pyspark.python=/opt/python/bin/python3 for the workers",
+    )
+    plan.add_argument("--run-id", help="identifies the run; a retried commit of the same run changes nothing")
+    plan.add_argument("--no-splits", action="store_true", help="plan unloads only")
+    plan.add_argument(
+        "--mode",
+        choices=["rebalance", "drain", "fill"],
+        default="rebalance",
+        help="rebalance: the strategy's plan; drain: move every bundle off --brokers; fill: bring --brokers "
+        "(default: those owning nothing) up to the balanced share",
+    )
+    plan.add_argument("--brokers", metavar="A,B", help="with --mode drain|fill: broker ids, comma separated")
+    plan.add_argument(
+        "--max-moves", type=COUNT, metavar="N", help=f"with --mode fill: unloads at most (default {DEFAULT_MAX_MOVES})"
+    )
+    add_config_options(plan)
+    add_store_options(plan)
+    plan.set_defaults(handler=command_plan)
+
+    plans = commands.add_parser("plans", help="list plans (plans [list]), or show one (plans show ID)")
+    plans.add_argument("words", nargs="*", metavar="list | show ID", help="list (the default) or show ID")
+    plans.add_argument("--cluster", help="only this cluster's plans")
+    plans.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
+    plans.add_argument("--limit", type=COUNT, default=50, help="newest plans at most (default 50)")
+    add_store_options(plans)
+    plans.set_defaults(handler=command_plans)
+
+    spark_code = commands.add_parser(
+        "spark-code", help="the planner package as a zip for spark-submit --py-files (and the s3a jars)"
+    )
+    spark_code.add_argument("--out", type=Path, help="directory for the zip (default: ~/.cache/pulsar-rebalance/spark)")
+    spark_code.add_argument(
+        "--s3a-jars", action="store_true", help="also resolve Hadoop's s3a jars for this pyspark (Maven Central)"
+    )
+    spark_code.set_defaults(handler=command_spark_code)
