@@ -1,4 +1,4 @@
-"""Pulsar admin REST API client (spec §8) over `requests`.
+"""Pulsar admin REST API (v2) client over `requests`.
 
 Timeouts on every call; bounded retries with backoff (urllib3 `Retry`) on connection errors, and on
 5xx for reads only, because a split or unload that reached the broker must not be sent twice; 307

@@ -74,7 +74,7 @@ HOST = "127.0.0.1"
 _STOP_TIMEOUT_SECONDS = 30.0
 _POLL_SECONDS = 0.5
 
-# What `bin/pulsar` adds to every JVM (spec §12.2), minus log settings, which are per process here.
+# What Pulsar's `bin/pulsar` script adds to every JVM, minus log settings, which are per process here.
 _JVM_FLAGS = [
     "-Djava.net.preferIPv4Stack=true",
     "-Djute.maxbuffer=10485760",

@@ -1,4 +1,5 @@
-"""Broker usage scores (spec §1.2): Pulsar computes percentages in float32, so the planner does too.
+"""Broker usage scores, as Pulsar's `LocalBrokerData.getMaxResourceUsageWithWeight`: Pulsar computes percentages in
+float32, so the planner does too.
 
 Boundary decisions such as "gap < 15 points" depend on the float32 rounding (60/100 gives
 60.00000381469727, not 60.0), so the arithmetic is emulated step by step.

@@ -2,7 +2,7 @@
 
 Values come from `--set KEY=VALUE`, a `broker.conf` file or a mapping (DAG params); the same key
 means the same thing as on the team's brokers. `pulsarVersion` picks the release line whose
-defaults and behaviours apply (spec §10); the default is the latest 4.x.
+defaults and behaviours apply (`planner.pulsar.versions`, docs/fidelity.md); the default is the latest 4.x.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class ResourceWeights:
 
 
 class PulsarConfig(BaseModel):
-    """The load-balancing settings the planner's algorithms read, with Pulsar's defaults (spec §9)."""
+    """The load-balancing settings the planner's algorithms read, with the defaults of `ServiceConfiguration`."""
 
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid", validate_default=True)
 
@@ -88,7 +88,8 @@ class PulsarConfig(BaseModel):
         default=PulsarVersion.parse("latest"), alias="pulsarVersion"
     )
 
-    # Broker score weights (§1.2). The direct-memory default depends on the version; see from_settings.
+    # Broker score weights (`planner.pulsar.broker_score`). The direct-memory default depends on the version; see
+    # from_settings.
     cpu_weight: NonNegative = Field(1.0, alias="loadBalancerCPUResourceWeight")
     memory_weight: NonNegative = Field(0.0, alias="loadBalancerMemoryResourceWeight")
     direct_memory_weight: NonNegative = Field(0.0, alias="loadBalancerDirectMemoryResourceWeight")
@@ -110,13 +111,13 @@ class PulsarConfig(BaseModel):
     min_unload_message: int = Field(1000, alias="minUnloadMessage")
     min_unload_message_throughput: int = Field(1 * MIB, alias="minUnloadMessageThroughput")
 
-    # AvgShedder (§2.1).
+    # AvgShedder.
     avg_shedder_low_threshold: float = Field(15.0, alias="loadBalancerAvgShedderLowThreshold", allow_inf_nan=False)
     avg_shedder_high_threshold: float = Field(40.0, alias="loadBalancerAvgShedderHighThreshold", allow_inf_nan=False)
     avg_shedder_hit_count_low_threshold: int = Field(8, alias="loadBalancerAvgShedderHitCountLowThreshold")
     avg_shedder_hit_count_high_threshold: int = Field(2, alias="loadBalancerAvgShedderHitCountHighThreshold")
 
-    # UniformLoadShedder (§3).
+    # UniformLoadShedder.
     msg_rate_difference_shedder_threshold: float = Field(
         50.0, alias="loadBalancerMsgRateDifferenceShedderThreshold", allow_inf_nan=False
     )
@@ -125,7 +126,7 @@ class PulsarConfig(BaseModel):
     )
     max_unload_bundle_num_per_shedding: int = Field(-1, alias="maxUnloadBundleNumPerShedding")
 
-    # ThresholdShedder (§4) and LeastResourceUsageWithWeight (§6.2).
+    # ThresholdShedder and LeastResourceUsageWithWeight.
     broker_threshold_shedder_percentage: int = Field(10, alias="loadBalancerBrokerThresholdShedderPercentage")
     history_resource_percentage: Fraction = Field(0.9, alias="loadBalancerHistoryResourcePercentage")
     bundle_unload_min_throughput_threshold: NonNegative = Field(
@@ -136,17 +137,17 @@ class PulsarConfig(BaseModel):
         10, alias="loadBalancerAverageResourceUsageDifferenceThresholdPercentage"
     )
 
-    # OverloadShedder (§5) and the placement overload re-check (§1.6).
+    # OverloadShedder and the placement's overload re-check (`ModularLoadManagerImpl.selectBroker`).
     broker_overloaded_threshold_percentage: int = Field(85, alias="loadBalancerBrokerOverloadedThresholdPercentage")
 
-    # Shedding cycle and placement pipeline (§1.5, §1.6).
+    # Shedding cycle and placement pipeline (`ModularLoadManagerImpl.doLoadShedding`, `selectBroker`).
     shedding_grace_period_minutes: int = Field(30, alias="loadBalancerSheddingGracePeriodMinutes", ge=0)
     shedding_interval_minutes: int = Field(1, alias="loadBalancerSheddingIntervalMinutes", ge=1)
     distribute_bundles_evenly_enabled: JavaBool = Field(True, alias="loadBalancerDistributeBundlesEvenlyEnabled")
     broker_max_topics: int = Field(50000, alias="loadBalancerBrokerMaxTopics")
     shedding_excluded_namespaces: StringSet = Field(frozenset(), alias="loadBalancerSheddingExcludedNamespaces")
 
-    # Bundle splitting (§7).
+    # Bundle splitting (`BundleSplitterTask`, the split algorithms in `common/naming`).
     auto_bundle_split_enabled: JavaBool = Field(True, alias="loadBalancerAutoBundleSplitEnabled")
     auto_unload_split_bundles_enabled: JavaBool = Field(True, alias="loadBalancerAutoUnloadSplitBundlesEnabled")
     namespace_bundle_max_topics: int = Field(1000, alias="loadBalancerNamespaceBundleMaxTopics")
@@ -178,7 +179,7 @@ class PulsarConfig(BaseModel):
         3, alias="loadBalancerNamespaceBundleSplitConditionHitCountThreshold"
     )
 
-    # Load-report mechanics (§1.1), used by the simulator.
+    # Load-report mechanics (`ModularLoadManagerImpl.needBrokerDataUpdate`), used by the simulator.
     report_update_threshold_percentage: int = Field(10, alias="loadBalancerReportUpdateThresholdPercentage")
     report_update_min_interval_millis: int = Field(5000, alias="loadBalancerReportUpdateMinIntervalMillis")
     report_update_max_interval_minutes: int = Field(15, alias="loadBalancerReportUpdateMaxIntervalMinutes")

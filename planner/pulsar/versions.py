@@ -1,4 +1,5 @@
-"""Pulsar release lines whose load-balancing behaviour differs (spec §10), selected by `pulsarVersion`."""
+"""Pulsar release lines whose load-balancing behaviour differs, selected by `pulsarVersion` (the releases compared
+with Pulsar's own classes: docs/fidelity.md, "Releases compared")."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class PulsarVersion:
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
 
-    # Behaviour switches, each named after what changed and where (spec §10).
+    # Behaviour switches, each named after what changed, with the Pulsar PR and release that changed it.
 
     @property
     def destination_keyed_by_bundle_name(self) -> bool:

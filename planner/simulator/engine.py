@@ -6,9 +6,11 @@ Each minute, in this order:
    clients' lookups do; starts bring an empty broker that writes its first report);
 2. traffic for the minute, each live broker's load (its own cores and costs), live scores recorded;
 3. each broker writes its report if it changed by more than the report threshold or is older than the
-   maximum interval (§1.1); each write is one leader `updateAll()` that samples every bundle (§1.4);
-4. the policy: an in-broker shedding cycle (§1.5) on the leader's view with Pulsar's placement
-   (§1.6, `planner.plan.placement.pipeline`), or, at its cadence, one of this product's offline plans
+   maximum interval (`ModularLoadManagerImpl.needBrokerDataUpdate`); each write is one leader `updateAll()`
+   that samples every bundle (`ModularLoadManagerImpl.updateBundleData`);
+4. the policy: an in-broker shedding cycle (`ModularLoadManagerImpl.doLoadShedding`) on the leader's view with
+   Pulsar's placement (`selectBroker`, `planner.plan.placement.pipeline`), or, at its cadence, one of this product's
+   offline plans
    (`planner.plan.planning.make_plan` on freshly collected reports), approved at once and executed.
    Offline policies also collect every broker's report every 5 minutes, as the collect DAG does:
    the history each plan fits the brokers' usage models on (`planner.plan.usage_model`).
@@ -58,7 +60,8 @@ _PLACEMENTS = {
     least_resource_usage_with_weight.NAME: least_resource_usage_with_weight.JAVA_CLASS,
     avg_shedder.NAME: avg_shedder.JAVA_CLASS,
 }
-# The placement each shedder is run with in Pulsar deployments (AvgShedder needs itself, §2).
+# The placement each shedder is run with in Pulsar deployments (AvgShedder needs itself, as
+# `planner.plan.planning.placement_config` says).
 DEFAULT_PLACEMENT = {
     "ThresholdShedder": least_resource_usage_with_weight.NAME,
     "UniformLoadShedder": least_long_term_message_rate.NAME,
@@ -125,7 +128,7 @@ def parse_policy(text: str) -> Policy:
             known = ", ".join(sorted(_PLACEMENTS))
             raise InputError(f"invalid policy {text!r}: placement {placement!r} is not one of {known}")
         if (placement == avg_shedder.NAME) != (strategy.name == avg_shedder.NAME):
-            # Pulsar refuses to start with AvgShedder placement under another shedder (§2).
+            # Pulsar refuses to start with AvgShedder placement under another shedder (`ModularLoadManagerImpl`).
             raise InputError(f"invalid policy {text!r}: AvgShedder placement needs AvgShedder shedding")
         return Policy(f"{strategy.name}+{placement}", strategy, False, placement=placement)
     return Policy(strategy.name, strategy, False)
@@ -206,7 +209,7 @@ class _Written:
 
 @dataclass
 class _LeaderMemory:
-    """What the leader keeps in memory and loses when leadership moves (§1.5 step 4)."""
+    """What the leader keeps in memory and loses when leadership moves (Pulsar keeps one strategy per leader)."""
 
     session: PlacementSession
     shedding_state: Any
@@ -322,7 +325,7 @@ class Simulation:
         )
 
     def _place_orphans(self, minute: int) -> None:
-        """Bundles without an owner are looked up by their clients: the leader places each (§1.6)."""
+        """Bundles without an owner are looked up by their clients: the leader places each (`selectBroker`)."""
         orphans = np.flatnonzero(self.owner < 0).tolist()
         if not orphans or self.leader is None:
             return
@@ -405,7 +408,7 @@ class Simulation:
         return live
 
     def _needs_write(self, b: int, live: _Live, minute: int) -> bool:
-        """`needBrokerDataUpdate` (§1.1): the max interval passed, or a change beyond the threshold."""
+        """`ModularLoadManagerImpl.needBrokerDataUpdate`: the max interval passed, or a change beyond the threshold."""
         old = self.written.get(b)
         if old is None or b in self.force_write:
             return True
@@ -580,7 +583,7 @@ class Simulation:
     # --- policies -------------------------------------------------------------------------------
 
     def _shedding_cycle(self, minute: int, now_millis: int) -> None:
-        """`doLoadShedding` on the leader (§1.5), with the placement pipeline choosing destinations."""
+        """`ModularLoadManagerImpl.doLoadShedding` on the leader, with the placement pipeline choosing destinations."""
         memory = self.memory
         grace = self.config.shedding_grace_period_millis
         memory.recently_unloaded = {

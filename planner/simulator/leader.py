@@ -2,9 +2,9 @@
 
 Pulsar's strategies never see live traffic. Each broker writes its `LocalBrokerData` only when its
 load moved past `loadBalancerReportUpdateThresholdPercentage` or `loadBalancerReportUpdateMaxIntervalMinutes`
-passed (spec §1.1), and every write makes the leader fold one sample of *every* broker's last written
-bundle stats into the bundle averages (§1.4). This lag is the reason in-broker shedding misjudges
-moves, so the simulator keeps it exactly.
+passed (`ModularLoadManagerImpl.needBrokerDataUpdate`), and every write makes the leader fold one sample of
+*every* broker's last written bundle stats into the bundle averages (`ModularLoadManagerImpl.updateBundleData`).
+This lag is the reason in-broker shedding misjudges moves, so the simulator keeps it exactly.
 
 The averages of thousands of bundles are updated on every report event, so they live in numpy arrays
 with the same arithmetic as `planner.samples.time_average` (tests check they agree bit for bit), and the
@@ -37,7 +37,8 @@ _DEFAULTS = np.array(
 
 
 def fold_samples(averages: np.ndarray, counts: np.ndarray, max_samples: int, mask: np.ndarray, x: np.ndarray) -> None:
-    """`n = min(n + 1, max)`, `avg = ((n - 1) * avg + x) / n` for the rows in `mask`, in place (§1.4).
+    """`n = min(n + 1, max)`, `avg = ((n - 1) * avg + x) / n` for the rows in `mask`, in place (Pulsar's
+    `TimeAverageMessageData.update`).
 
     Whole-array arithmetic (no gathers) with exactly the operations of `planner.samples.time_average`.
     """

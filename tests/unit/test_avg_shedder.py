@@ -1,4 +1,5 @@
-"""AvgShedder against the spec's §2 rules and vector V1/V4 (Pulsar's AvgShedderTest)."""
+"""AvgShedder against `impl/AvgShedder.java`: V1 is AvgShedderTest's `testHitHighThreshold`, V4 the AvgShedder
+placement of ModularLoadManagerStrategyTest."""
 
 from __future__ import annotations
 

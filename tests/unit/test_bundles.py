@@ -1,4 +1,5 @@
-"""Bundle ranges, topic hashing, split detection and split algorithms (spec §7, V19, V20)."""
+"""Bundle ranges, topic hashing, split detection and split algorithms: V19 is Pulsar's BundleSplitterTaskTest,
+V20 the split algorithms' tests in `common/naming`."""
 
 from __future__ import annotations
 

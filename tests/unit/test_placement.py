@@ -1,4 +1,6 @@
-"""Placement strategies and filters: vectors V15-V18 (spec §6, §1.6)."""
+"""Placement strategies and filters (`ModularLoadManagerImpl.selectBroker`) against Pulsar's tests: V15
+`testRemoveMostServicingBrokersForNamespace`, V16 `testRoundRobinBrokerSelector`, V17 `testLeastLongTermMessageRate`,
+V18 `testLeastResourceUsageWithWeight`."""
 
 from __future__ import annotations
 

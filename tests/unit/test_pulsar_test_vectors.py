@@ -1,5 +1,5 @@
 """More vectors from Pulsar's own unit tests (AvgShedderTest, UniformLoadShedderTest, OverloadShedderTest,
-split-algorithm tests), read from Pulsar's source beyond the spec's §11 subset."""
+split-algorithm tests), read from Pulsar's source, beyond the other test modules' vectors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Broker score (spec §1.2), time averages (V21) and configuration."""
+"""Broker score (`LocalBrokerData.getMaxResourceUsageWithWeight`), time averages (V21:
+`TimeAverageMessageData.update`) and configuration."""
 
 from __future__ import annotations
 

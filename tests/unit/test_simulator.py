@@ -1,5 +1,5 @@
 """The cluster simulator: determinism, Pulsar's report and averaging mechanics, and the qualitative
-results the spec predicts for each strategy (PIP-364's motivation, §2-§6)."""
+results each strategy is known for (PIP-364's motivation; docs/evaluation.md has them per scenario)."""
 
 from __future__ import annotations
 
@@ -182,7 +182,7 @@ def test_a_stopped_broker_s_bundles_are_reassigned_and_it_comes_back_empty():
     assert result.metrics.moves == len(result.moves) - 8
 
 
-# --- what the spec predicts ------------------------------------------------------------------------
+# --- what each strategy is known for ---------------------------------------------------------------
 
 
 def test_threshold_shedder_over_unloads_the_hot_broker_of_90_10():

@@ -1,4 +1,6 @@
-"""ThresholdShedder (spec §4, V10, V12, V13) and OverloadShedder (spec §5)."""
+"""ThresholdShedder and OverloadShedder against Pulsar's tests: V10 ThresholdShedderTest's
+`testBrokerWithMultipleBundles` and `testFilterRecentlyUnloaded`, V12 `testLowerBoundaryShedding` and the like, V13
+its small cases and `testBrokerReachThreshold`."""
 
 from __future__ import annotations
 

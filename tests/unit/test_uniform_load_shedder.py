@@ -1,4 +1,5 @@
-"""UniformLoadShedder against spec §3 and vectors V5-V7 (Pulsar's UniformLoadShedderTest)."""
+"""UniformLoadShedder against Pulsar's UniformLoadShedderTest: V5 and V6 its `testSmallTrafficShedding`, V7
+`testMaxUnloadBundleNumPerShedding`."""
 
 from __future__ import annotations
 

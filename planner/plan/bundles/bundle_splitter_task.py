@@ -1,4 +1,4 @@
-"""Bundle-split detection of the modular load manager (`BundleSplitterTask.findBundlesToSplit`, spec §7.3).
+"""Bundle-split detection of the modular load manager (Pulsar's `BundleSplitterTask.findBundlesToSplit`).
 
 A bundle with at least two topics is worth splitting when its topics, sessions, long-term message
 rate or long-term throughput pass the namespace-bundle limits (all strict), as long as the namespace

@@ -1,4 +1,4 @@
-"""LeastLongTermMessageRate placement, as `impl/LeastLongTermMessageRate.java` decides (spec §6.1).
+"""LeastLongTermMessageRate placement, as `impl/LeastLongTermMessageRate.java` decides.
 
 A broker's score is its long-term message rate (bundle averages plus bundles already assigned to it
 but not yet reported), or +inf when its usage is over the overload threshold; the lowest wins and

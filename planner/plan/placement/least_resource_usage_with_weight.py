@@ -1,4 +1,4 @@
-"""LeastResourceUsageWithWeight placement (modular), as `impl/LeastResourceUsageWithWeight.java` (spec §6.2).
+"""LeastResourceUsageWithWeight placement (modular), as `impl/LeastResourceUsageWithWeight.java` decides.
 
 Each call folds every candidate's weighted max usage into a moving average (reset when the broker has
 no bundles or no traffic), then picks at random among the candidates at least

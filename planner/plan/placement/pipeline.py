@@ -1,4 +1,4 @@
-"""Where an unloaded bundle goes: `ModularLoadManagerImpl.selectBroker` (spec §1.6), for the shedders
+"""Where an unloaded bundle goes: `ModularLoadManagerImpl.selectBroker`, for the shedders
 that do not plan destinations themselves (Uniform, Threshold, Overload).
 
 Candidates are the brokers the namespace policies allow (without isolation policies: those that load persistent

@@ -1,4 +1,5 @@
-"""RoundRobinBrokerSelector (spec §6.3, vector V16): Pulsar's placement for shedding-excluded namespaces.
+"""RoundRobinBrokerSelector, as `impl/RoundRobinBrokerSelector.java` decides: Pulsar's placement for
+shedding-excluded namespaces.
 
 A global counter picks `counter % len(candidates)` from a cached copy of the candidate list; the cache
 is refreshed only when the candidate count changed, the index is out of range, or the cached broker at

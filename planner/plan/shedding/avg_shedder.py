@@ -1,4 +1,4 @@
-"""AvgShedder (PIP-364), shedding and placement, as `impl/AvgShedder.java` decides (spec §2).
+"""AvgShedder (PIP-364), shedding and placement, as `impl/AvgShedder.java` decides.
 
 Each run: score brokers by weighted max usage (percent points), sort ascending, pair the i-th lowest
 with the i-th highest. A pair whose gap reaches the low threshold counts a "low hit" for both brokers,
@@ -90,8 +90,8 @@ def broker_scores(load_data: LoadData, config: PulsarConfig) -> dict[str, float]
 
 def sort_brokers(scores: Mapping[str, float], config: PulsarConfig, arrival: Sequence[str] | None = None) -> list[str]:
     """Brokers by ascending score. The sort starts from `arrival`, the order the scores reach it (in Pulsar its
-    HashMap's, which a plan cannot know: by broker id when not given), which decides ties (spec §2.2) and, with the
-    truncating comparator, the order of near-ties."""
+    HashMap's, which a plan cannot know: by broker id when not given), which decides ties (README, "Exact ties")
+    and, with the truncating comparator, the order of near-ties."""
     start = list(arrival) if arrival is not None else sorted(scores)
     if config.pulsar_version.avg_shedder_truncating_comparator:
         # Releases before PR #24954 compare `(int)(a - b)`: scores less than a point apart are "equal". The cast
@@ -175,7 +175,7 @@ def find_bundles_for_unloading(
 def _select_bundles(
     load_data: LoadData, config: PulsarConfig, underloaded: str, overloaded: str
 ) -> tuple[str | None, float, list[str]]:
-    """Greedy first-fit of the overloaded broker's bundles into the budget (spec §2.5)."""
+    """Greedy first-fit of the overloaded broker's bundles into the budget (`AvgShedder.selectBundleForUnloading`)."""
     low_broker = load_data.brokers[underloaded]
     high_broker = load_data.brokers[overloaded]
     msg_rate_needed = (high_broker.msg_rate - low_broker.msg_rate) * config.max_unload_percentage
@@ -231,7 +231,7 @@ def select_broker(
     load_data: LoadData,
     config: PulsarConfig,
 ) -> tuple[str | None, AvgShedderPlacementState]:
-    """AvgShedder as placement strategy (spec §2.6): the planned broker if still a candidate, else random.
+    """AvgShedder as placement strategy (`AvgShedder.selectBroker`): the planned broker if a candidate, else random.
 
     Before 5.0 (`selectBroker`) a random pick is remembered for the bundle. Pulsar keys that memory by the
     BundleData value; the planner keys it by bundle name, which is what a shedding cycle's immediate lookup

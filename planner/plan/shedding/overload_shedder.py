@@ -1,4 +1,4 @@
-"""OverloadShedder, as `impl/OverloadShedder.java` decides (spec §5). Stateless.
+"""OverloadShedder, as `impl/OverloadShedder.java` decides. Stateless.
 
 A broker whose current usage is at least `loadBalancerBrokerOverloadedThresholdPercentage` sheds its
 biggest bundles (by short-term throughput) until `throughput * (usage - threshold + 0.05)` is reached,

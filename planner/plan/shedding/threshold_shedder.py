@@ -1,4 +1,4 @@
-"""ThresholdShedder, as `impl/ThresholdShedder.java` decides (spec §4).
+"""ThresholdShedder, as `impl/ThresholdShedder.java` decides.
 
 Each run folds every broker's weighted max usage into a per-broker moving average
 (`h = h * history + (1 - history) * u`, the first sample taken as is). A broker whose average is at
@@ -105,7 +105,8 @@ def find_bundles_for_unloading(
 
 
 def _lower_boundary_shedding(load_data: LoadData, config: PulsarConfig, history: dict[str, float]) -> list[Unload]:
-    """Shed a little from the busiest broker when some broker is under `avg - threshold` (spec §4 step 4)."""
+    """Shed a little from the busiest broker when some broker is under `avg - threshold`: Pulsar's
+    `tryLowerBoundaryShedding`."""
     threshold = config.broker_threshold_shedder_percentage / 100.0
     min_throughput = config.bundle_unload_min_throughput_threshold * MIB
     # Pulsar recomputes the averages here, folding the same sample in a second time.

@@ -1,4 +1,4 @@
-"""UniformLoadShedder, as `impl/UniformLoadShedder.java` decides (spec §3). Stateless.
+"""UniformLoadShedder, as `impl/UniformLoadShedder.java` decides. Stateless.
 
 Find the brokers with the highest and lowest message rate and throughput. If the rate gap (percent of
 the minimum) or the throughput ratio is over its threshold, the busiest broker of that criterion
