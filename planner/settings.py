@@ -483,7 +483,7 @@ def planner_settings(*, airflow: bool = False) -> PlannerSettings:
     except ValidationError as error:
         # Nested settings have variables of their own (`EXECUTOR__TTL`); a list is one JSON variable.
         location = list(itertools.takewhile(lambda part: isinstance(part, str), error.errors()[0]["loc"]))
-        variable = ENV_PREFIX + "__".join(location).upper()
+        variable = ENV_PREFIX + "__".join(str(part) for part in location).upper()
         raise InputError(f"{format_validation_error(error, 'settings')} (set by {variable})") from None
 
 
@@ -533,7 +533,7 @@ def reference_markdown() -> str:
         "Environment variables override the Airflow Variable `pulsar_rebalance_settings` (a JSON object with "
         "the field names below; `executor` as a nested object), which overrides the defaults.",
     ]
-    sections = [
+    sections: list[tuple[str, type[BaseModel], str, str]] = [
         ("Planner", PlannerSettings, ENV_PREFIX, "Read by the CLI, the DAGs and the review pages."),
         (
             "Executor",

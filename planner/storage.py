@@ -81,7 +81,8 @@ def filesystem(uri: str) -> tuple[fs.FileSystem, str]:
     if reason is not None:
         raise InputError(f"storage location {display(uri)!r}: refused ({reason})")
     try:
-        return fs.FileSystem.from_uri(to_uri(uri))
+        located: tuple[fs.FileSystem, str] = fs.FileSystem.from_uri(to_uri(uri))
+        return located
     except (ValueError, OSError) as error:
         raise InputError(f"storage location {display(uri)!r}: {error}") from None
 
@@ -91,7 +92,8 @@ def read_bytes(uri: str, what: str) -> bytes:
     try:
         # The bytes as stored: pyarrow would otherwise decompress by the name's extension (.gz).
         with filesystem_.open_input_stream(path, compression=None) as stream:
-            return stream.read()
+            data: bytes = stream.read()
+            return data
     except FileNotFoundError:
         raise InputError(f"{what}: {display(uri)} does not exist") from None
 
@@ -141,7 +143,8 @@ def delete(uri: str) -> None:
 
 def exists(uri: str) -> bool:
     filesystem_, path = filesystem(uri)
-    return filesystem_.get_file_info(path).type != fs.FileType.NotFound
+    found: bool = filesystem_.get_file_info(path).type != fs.FileType.NotFound
+    return found
 
 
 def list_files(uri: str) -> list[str]:

@@ -10,4 +10,5 @@ fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/lint-imports
+.venv/bin/mypy  # the pure core's types: [tool.mypy] files in pyproject.toml
 exec .venv/bin/python -m pytest "$@"

@@ -100,10 +100,13 @@ def wrap_int32(value: int) -> int:
 
 
 class Usage(Protocol):
-    """A resource's usage and limit, as in a load report (`ResourceUsage`)."""
+    """A resource's usage and limit, as in a load report (`ResourceUsage`); read-only, as the report's models are."""
 
-    usage: float
-    limit: float
+    @property
+    def usage(self) -> float: ...
+
+    @property
+    def limit(self) -> float: ...
 
 
 _FLOAT32 = struct.Struct("f")
@@ -112,7 +115,8 @@ _FLOAT32 = struct.Struct("f")
 def to_float32(value: float) -> float:
     """Round a double to the nearest float32, as a Java `(float)` cast does."""
     try:
-        return _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+        rounded: float = _FLOAT32.unpack(_FLOAT32.pack(value))[0]
+        return rounded
     except OverflowError:
         return float("inf") if value > 0 else float("-inf")
 
