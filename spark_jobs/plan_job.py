@@ -746,9 +746,7 @@ def _plan_group(
     if "maintenance" in cluster_inputs:
         request = MaintenanceRequest.parse(cluster_inputs["maintenance"], f"maintenance of {cluster}")
         return JobResult(
-            plan=maintenance_plan(
-                cluster, load_data, config, request, models, cluster_inputs.get("ownedBundles")
-            ).to_document(),
+            plan=maintenance_plan(cluster, load_data, config, request, models, cluster_inputs.get("ownedBundles")),
             snapshot=latest_snapshot,
             load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
         )
@@ -782,7 +780,7 @@ def _plan_group(
     else:
         plan = make_plan(cluster, load_data, config, strategy, state, seed=int(latest_snapshot or 0), **options)
     return JobResult(
-        plan=plan.to_document(),
+        plan=plan,
         snapshot=latest_snapshot,
         load_data=load_data.model_dump(by_alias=True, mode="json") if emit_load_data else None,
     )

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from planner.collect.collector import cluster_row
 from planner.errors import InputError, NotFoundError, format_validation_error
 from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, PlanStatus
-from planner.plan.document import PlanActionDocument, PlanDocument
+from planner.plan.document import PlanDocument, PlannedAction
 from planner.store.actions import ExecutableAction
 from planner.store.database import Store
 from planner.store.models import (
@@ -205,7 +205,7 @@ def actions_as_they_run(plan: Plan) -> list[dict[str, Any]]:
     for row in plan.actions:
         runs = ExecutableAction.of(row).to_json()
         try:
-            actions.append(PlanActionDocument.model_validate({**row.details, **runs}).to_json())
+            actions.append(PlannedAction.model_validate({**row.details, **runs}).to_json())
         except ValidationError as error:
             raise InputError(format_validation_error(error, f"plan {plan.id} action {row.sequence}")) from None
     return actions

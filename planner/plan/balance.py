@@ -7,11 +7,9 @@ answer with its figures (shown on the cluster page and in the plan DAG's log), n
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
 
-from planner.plan.forecast import BrokerForecast
+from planner.plan.document import BalanceReport, BrokerForecast, PairEvaluation
 from planner.plan.shedding import avg_shedder, transfer_shedder, uniform_load_shedder
 from planner.plan.shedding.transfer_shedder import TransferOutcome
 from planner.pulsar.config import PulsarConfig
@@ -20,26 +18,6 @@ from planner.pulsar.model import LoadData
 AVG_SHEDDERS = ("AvgShedder", "AvgShedderPredictive")
 # The strategies' own words for "within the thresholds": the summary says that with figures instead.
 BALANCED_REASONS = frozenset({avg_shedder.NO_PAIR, uniform_load_shedder.WITHIN_THRESHOLDS})
-
-
-@dataclass(frozen=True, slots=True)
-class BalanceReport:
-    balanced: bool  # nothing planned, and the strategy's measure is within its thresholds
-    summary: str
-    score_spread: float  # highest minus lowest broker score, percentage points
-    msg_rate_spread: float  # highest minus lowest broker msg/s
-    thresholds: Mapping[str, float]  # the strategy's thresholds, under Pulsar's key names
-    waiting: tuple[str, ...] = ()  # pairs over a threshold, not yet confirmed
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "balanced": self.balanced,
-            "summary": self.summary,
-            "scoreSpread": round(self.score_spread, 3),
-            "msgRateSpread": round(self.msg_rate_spread, 3),
-            "thresholds": dict(self.thresholds),
-            "waiting": list(self.waiting),
-        }
 
 
 def _thresholds(strategy: str, config: PulsarConfig) -> dict[str, float]:
@@ -67,20 +45,20 @@ def spread(values: Sequence[float]) -> float:
     return max(values) - min(values) if values else 0.0
 
 
-def _waiting_pairs(pairs: Sequence[Mapping[str, Any]], config: PulsarConfig) -> list[str]:
+def _waiting_pairs(pairs: Sequence[PairEvaluation], config: PulsarConfig) -> list[str]:
     """AvgShedder's pairs over the low threshold that did not fire: how many hits they have and need."""
     waiting = []
     for pair in pairs:
-        if pair.get("fired"):
+        if pair.fired:
             continue
-        over_high = pair["gap"] >= config.avg_shedder_high_threshold
+        over_high = pair.gap >= config.avg_shedder_high_threshold
         hits, needed, threshold = (
-            (pair["highHits"], config.avg_shedder_hit_count_high_threshold, config.avg_shedder_high_threshold)
+            (pair.high_hits, config.avg_shedder_hit_count_high_threshold, config.avg_shedder_high_threshold)
             if over_high
-            else (pair["lowHits"], config.avg_shedder_hit_count_low_threshold, config.avg_shedder_low_threshold)
+            else (pair.low_hits, config.avg_shedder_hit_count_low_threshold, config.avg_shedder_low_threshold)
         )
         waiting.append(
-            f"{pair['overloaded']} → {pair['underloaded']}: gap {pair['gap']:.1f} points over the "
+            f"{pair.overloaded} → {pair.underloaded}: gap {pair.gap:.1f} points over the "
             f"{'high' if over_high else 'low'} threshold {threshold:g}, {hits} of {needed} consecutive hits"
         )
     return waiting
@@ -91,7 +69,7 @@ def _measured(
     config: PulsarConfig,
     load_data: LoadData,
     brokers: Sequence[BrokerForecast],
-    pairs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[PairEvaluation],
 ) -> tuple[str, bool]:
     """What the strategy measured, and whether that is within its thresholds."""
     score_spread = spread([broker.score_before for broker in brokers])
@@ -120,12 +98,31 @@ def _measured(
     return f"highest score {highest:.1f} (overloaded from {overloaded} %)", highest < overloaded
 
 
+def _report(
+    balanced: bool,
+    summary: str,
+    score_spread: float,
+    msg_rate_spread: float,
+    thresholds: dict[str, float],
+    waiting: tuple[str, ...],
+) -> BalanceReport:
+    # The spreads are kept to three decimals: figures for the reviewer, not inputs.
+    return BalanceReport(
+        balanced=balanced,
+        summary=summary,
+        score_spread=round(score_spread, 3),
+        msg_rate_spread=round(msg_rate_spread, 3),
+        thresholds=thresholds,
+        waiting=waiting,
+    )
+
+
 def balance_report(
     strategy: str,
     config: PulsarConfig,
     load_data: LoadData,
     brokers: Sequence[BrokerForecast],
-    pairs: Sequence[Mapping[str, Any]],
+    pairs: Sequence[PairEvaluation],
     notes: Sequence[str],
     planned: int,
 ) -> BalanceReport:
@@ -148,8 +145,7 @@ def balance_report(
         summary = (
             f"Balanced, nothing to do: {measured}" if balanced else "; ".join([f"Nothing planned: {measured}", *notes])
         )
-    thresholds = _thresholds(strategy, config)
-    return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
+    return _report(balanced, summary, score_spread, msg_rate_spread, _thresholds(strategy, config), waiting)
 
 
 def transfer_balance_report(
@@ -190,7 +186,7 @@ def transfer_balance_report(
         summary += f"; {splits} split(s) planned by the split strategy"
     elif balanced:
         summary = f"Balanced, nothing to do: {measured}, no broker under- or overloaded"
-    return BalanceReport(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
+    return _report(balanced, summary, score_spread, msg_rate_spread, thresholds, waiting)
 
 
 _STOPPED_BEFORE_MEASURING = {

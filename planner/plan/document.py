@@ -1,9 +1,11 @@
-"""The plan document: one typed model from the Spark job's output to the database, XCom and the review API.
+"""The plan and its records: one typed family from the strategy that plans to the executor that sends.
 
-Field names are camelCase on the wire (as the job writes them and the review API serves them) and
-snake_case in Python. A document is validated wherever it crosses a stage boundary: the job's output
-file, a commit, the approval gate's summary. Its `actionsHash` must be the hash of its actions (filled
-in when absent), so a document cannot claim one list and carry another.
+The strategies, the maintenance plans and the forecast build these records (`planner.plan.planning`), the
+Spark job writes them, the store keeps them, the approval gate and the review API read them. Field names are
+camelCase on the wire (as the job writes them and the review API serves them) and snake_case in Python. A
+record is validated wherever it is made or crosses a stage boundary: the job's output file, a commit, the
+approval gate's summary. A plan's `actionsHash` must be the hash of its actions (filled in when absent), so a
+plan cannot claim one list and carry another; each action is checked against the rules of its kind.
 
 The strategy states and usage models stay JSON values here: their owners validate them
 (`Strategy.load_state`, `UsageModels.from_json`), and their shape differs per strategy.
@@ -11,24 +13,30 @@ The strategy states and usage models stay JSON values here: their owners validat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from planner.actions import actions_hash
+from planner.actions import ActionKind, actions_hash
 from planner.errors import InputError, format_validation_error
 
 
-class _Document(BaseModel):
+class WireModel(BaseModel):
+    """A frozen record, camelCase on the wire."""
+
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore")
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
 
 
-class PlanActionDocument(_Document):
-    kind: Literal["unload", "split"]
+class PlannedAction(WireModel):
+    """One admin call of a plan, as planned: what the executor sends (the kind, the bundle, its source and the
+    kind's own fields), and for the reviewer why and how much traffic moves."""
+
+    kind: ActionKind
     bundle: str
     source: str
     destination: str | None
@@ -38,27 +46,58 @@ class PlanActionDocument(_Document):
     throughput: float | None = None
     reason: str = ""
     split_algorithm: str | None = None
-    split_positions: list[int] | None = None
+    split_positions: tuple[int, ...] | None = None  # None: the broker computes them (the planner cannot)
+
+    @model_validator(mode="after")
+    def _valid_for_its_kind(self) -> PlannedAction:
+        problem = _ACTION_RULES[self.kind](self)
+        if problem:
+            raise ValueError(f"{self.kind} of {self.bundle}: {problem}")
+        return self
 
     def to_json(self) -> dict[str, Any]:
         # Unloads carry no split fields, as the planner has always written them.
-        unload_only = {"split_algorithm", "split_positions"} if self.kind == "unload" else None
+        unload_only = {"split_algorithm", "split_positions"} if self.kind is ActionKind.UNLOAD else None
         return self.model_dump(by_alias=True, mode="json", exclude=unload_only)
 
 
-class BrokerForecastDocument(_Document):
+def _unload_rules(action: PlannedAction) -> str | None:
+    if action.split_algorithm is not None or action.split_positions is not None:
+        return "an unload has no split algorithm or positions"
+    return None
+
+
+def _split_rules(action: PlannedAction) -> str | None:
+    if action.destination is not None:
+        return "a split has no destination: both halves stay on its source"
+    if not action.split_algorithm:
+        return "a split names its algorithm"
+    return None
+
+
+# What each kind of action must (not) carry, as Cruise Control's BalancingAction.validate() checks per action type.
+_ACTION_RULES: dict[ActionKind, Callable[[PlannedAction], str | None]] = {
+    ActionKind.UNLOAD: _unload_rules,
+    ActionKind.SPLIT: _split_rules,
+}
+
+
+class BrokerForecast(WireModel):
+    """A broker's predicted load before and after the plan's moves (`planner.plan.forecast`)."""
+
     broker: str
     msg_rate_before: float
     msg_rate_after: float
     throughput_before: float
     throughput_after: float
-    score_before: float
+    score_before: float  # weighted max usage, percent points
     score_after: float
-    model: str
+    model: str  # where the CPU costs came from: broker, cluster or snapshot
 
 
-class PairDocument(_Document):
-    """An AvgShedder pair as the strategy evaluated it: its gap and hit counters, and whether it fired."""
+class PairEvaluation(WireModel):
+    """An AvgShedder pair of one run as the strategy evaluated it: the gap, the hit counters after counting,
+    whether it fired, and then what it sheds by."""
 
     underloaded: str
     overloaded: str
@@ -66,11 +105,13 @@ class PairDocument(_Document):
     low_hits: int
     high_hits: int
     fired: bool
-    mode: str | None = None
+    mode: str | None = None  # "msgRate" or "throughput" when it fired and met a minimum
     budget: float | None = None
 
 
-class PredictedMoveDocument(_Document):
+class PredictedMove(WireModel):
+    """One planned move with the predicted scores of its two brokers just before and after it."""
+
     bundle: str
     source: str
     destination: str
@@ -80,7 +121,7 @@ class PredictedMoveDocument(_Document):
     destination_after: float
 
 
-class MaintenanceDocument(_Document):
+class MaintenanceDocument(WireModel):
     """What a maintenance plan was asked to do (`planner.plan.maintenance`, `planner.orchestrate.rollback`)."""
 
     mode: Literal["drain", "fill", "rollback"]
@@ -91,31 +132,31 @@ class MaintenanceDocument(_Document):
     rolls_back: int | None = None  # the executed plan a rollback undoes
 
 
-class BalanceDocument(_Document):
+class BalanceReport(WireModel):
     """Why the strategy planned what it did (`planner.plan.balance`)."""
 
-    balanced: bool
+    balanced: bool  # nothing planned, and the strategy's measure is within its thresholds
     summary: str
-    score_spread: float
-    msg_rate_spread: float
-    thresholds: dict[str, float] = Field(default_factory=dict)
-    waiting: list[str] = Field(default_factory=list)
+    score_spread: float  # highest minus lowest broker score, percentage points
+    msg_rate_spread: float  # highest minus lowest broker msg/s
+    thresholds: dict[str, float] = Field(default_factory=dict)  # the strategy's, under Pulsar's key names
+    waiting: tuple[str, ...] = ()  # pairs over a threshold, not yet confirmed
 
 
-class PlanDocument(_Document):
+class PlanDocument(WireModel):
     cluster: str
     strategy: str
-    actions: list[PlanActionDocument]
+    actions: tuple[PlannedAction, ...]
     actions_hash: str = ""
-    brokers: list[BrokerForecastDocument] = Field(default_factory=list)
+    brokers: tuple[BrokerForecast, ...] = ()
     state_before: dict[str, Any] = Field(default_factory=dict)
     state_after: dict[str, Any] = Field(default_factory=dict)
-    pairs: list[PairDocument] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    pairs: tuple[PairEvaluation, ...] = ()
+    notes: tuple[str, ...] = ()
     usage_models: dict[str, Any] | None = None
-    predicted_moves: list[PredictedMoveDocument] = Field(default_factory=list)
+    predicted_moves: tuple[PredictedMove, ...] = ()
     maintenance: MaintenanceDocument | None = None
-    balance: BalanceDocument | None = None
+    balance: BalanceReport | None = None  # None for maintenance plans
     # The cluster's load manager (loadManagerClassName's class), which decided how the plan was made.
     load_manager: str | None = None
 
@@ -150,7 +191,7 @@ class PlanDocument(_Document):
             raise InputError(format_validation_error(error, what)) from None
 
 
-class AveragesSource(_Document):
+class AveragesSource(WireModel):
     """How the job came by a cluster's bundle averages (`planner.samples.averages_state`)."""
 
     method: Literal["incremental", "full", "window"]
@@ -159,7 +200,7 @@ class AveragesSource(_Document):
     written: str | None = None  # the state this run stored
 
 
-class JobResult(_Document):
+class JobResult(WireModel):
     """What the Spark job writes per cluster (`plan-<cluster>.json`)."""
 
     plan: PlanDocument
@@ -175,7 +216,7 @@ class JobResult(_Document):
             raise InputError(format_validation_error(error, what)) from None
 
 
-class PlanSummary(_Document):
+class PlanSummary(WireModel):
     """What the commit task hands the approval gate and the tasks after it (XCom): ids and texts only."""
 
     plan: int

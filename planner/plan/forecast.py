@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from planner.plan.document import BrokerForecast
 from planner.plan.usage_model import ResourceFit, Traffic, UsageModels, broker_traffic, resolved_models
 from planner.pulsar.config import PulsarConfig, ResourceWeights
 from planner.pulsar.java_numbers import percent_usage
@@ -24,30 +25,6 @@ class Move:
     bundle: str
     source: str
     destination: str
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerForecast:
-    broker: str
-    msg_rate_before: float
-    msg_rate_after: float
-    throughput_before: float
-    throughput_after: float
-    score_before: float  # weighted max usage, percent points
-    score_after: float
-    model: str = "snapshot"  # where the CPU costs came from: broker, cluster or snapshot
-
-    def to_json(self) -> dict[str, float | str]:
-        return {
-            "broker": self.broker,
-            "msgRateBefore": self.msg_rate_before,
-            "msgRateAfter": self.msg_rate_after,
-            "throughputBefore": self.throughput_before,
-            "throughputAfter": self.throughput_after,
-            "scoreBefore": self.score_before,
-            "scoreAfter": self.score_after,
-            "model": self.model,
-        }
 
 
 @dataclass(frozen=True, slots=True)

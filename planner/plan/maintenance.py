@@ -16,9 +16,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from planner.actions import ActionKind
 from planner.errors import InputError
+from planner.plan.document import MaintenanceDocument, PlanDocument, PlannedAction
 from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, measured_loads
-from planner.plan.planning import PlannedAction, PlanResult
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import PulsarConfig
@@ -122,18 +123,20 @@ def _result(
     notes: list[str],
     usage_models: UsageModels | None,
     over_capacity: Collection[str] = (),
-) -> PlanResult:
-    mode = request.mode
-    return PlanResult(
+) -> PlanDocument:
+    return PlanDocument(
         cluster=cluster,
-        strategy=mode.value,
+        strategy=request.mode.value,
         actions=tuple(actions),
         brokers=tuple(forecast(placement.load_data, placement.config, placement.moves, usage_models)),
-        state_before={},
-        state_after={},
         notes=tuple(notes),
-        usage_models=usage_models,
-        maintenance={**request.to_json(), "overCapacity": sorted(over_capacity)},
+        usage_models=usage_models.to_json() if usage_models is not None else None,
+        maintenance=MaintenanceDocument(
+            mode=request.mode.value,
+            brokers=list(request.brokers),
+            max_moves=request.max_moves,
+            over_capacity=sorted(over_capacity),
+        ),
         load_manager=placement.config.load_manager_short_name,
     )
 
@@ -145,7 +148,7 @@ def _unload(placement: _Placement, move: Move, reason: str) -> PlannedAction:
     measured = move.bundle in placement.load_data.bundle_data
     placement.apply(move)
     return PlannedAction(
-        kind="unload",
+        kind=ActionKind.UNLOAD,
         bundle=move.bundle,
         source=move.source,
         destination=move.destination,
@@ -162,7 +165,7 @@ def drain_plan(
     brokers: Sequence[str],
     usage_models: UsageModels | None = None,
     owned: Mapping[str, Sequence[str]] | None = None,
-) -> PlanResult:
+) -> PlanDocument:
     """Every movable bundle of `brokers` onto the others, the busiest first, each to the broker whose predicted
     message rate after it is lowest among those staying below the overload threshold (ties: the fewest bundles
     planned onto it). `owned`: each broker's bundles as the admin API lists them, idle ones included, which load
@@ -223,7 +226,7 @@ def fill_plan(
     brokers: Sequence[str],
     max_moves: int = DEFAULT_MAX_MOVES,
     usage_models: UsageModels | None = None,
-) -> PlanResult:
+) -> PlanDocument:
     """Bring `brokers` (none named: those owning no movable bundle, the newly joined) up to the cluster's
     balanced share of message rate in one plan: repeatedly, the least loaded of them takes from the busiest
     other broker the bundle that brings both closest to the share, until no move improves or `max_moves`."""
@@ -283,7 +286,7 @@ def maintenance_plan(
     request: MaintenanceRequest,
     usage_models: UsageModels | None = None,
     owned: Mapping[str, Sequence[str]] | None = None,
-) -> PlanResult:
+) -> PlanDocument:
     if request.mode is MaintenanceMode.DRAIN:
         return drain_plan(cluster, load_data, config, request.brokers, usage_models, owned)
     return fill_plan(cluster, load_data, config, request.brokers, request.max_moves or DEFAULT_MAX_MOVES, usage_models)

@@ -10,113 +10,28 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from planner.actions import actions_hash
+from planner.actions import ActionKind
 from planner.errors import InputError
-from planner.plan.balance import BalanceReport, balance_report, transfer_balance_report
+from planner.plan.balance import balance_report, transfer_balance_report
 from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.split import can_split
-from planner.plan.document import PlanDocument
+from planner.plan.document import PairEvaluation, PlanDocument, PlannedAction
 from planner.plan.extensible import bundles_to_split
-from planner.plan.forecast import BrokerForecast, Move, forecast
+from planner.plan.forecast import Move, forecast
 from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
 from planner.plan.placement.pipeline import PlacementSession, allowed_brokers, excluded_namespaces, select_broker
 from planner.plan.shedding import avg_shedder, transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
-from planner.plan.shedding.avg_shedder_predictive import PredictedMove, PredictiveOutcome
+from planner.plan.shedding.avg_shedder_predictive import PredictiveOutcome
 from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import UsageModels
 from planner.pulsar.bundle_range import BundleName, namespace_of
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
 from planner.pulsar.model import ExtensibleLoadData, LoadData
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedAction:
-    kind: str  # "unload" or "split"
-    bundle: str
-    source: str
-    destination: str | None
-    msg_rate: float | None  # None: not measured (PlanActionDocument)
-    throughput: float | None
-    reason: str
-    split_algorithm: str | None = None
-    split_positions: tuple[int, ...] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "kind": self.kind,
-            "bundle": self.bundle,
-            "source": self.source,
-            "destination": self.destination,
-            "msgRate": self.msg_rate,
-            "throughput": self.throughput,
-            "reason": self.reason,
-        }
-        if self.kind == "split":
-            document["splitAlgorithm"] = self.split_algorithm
-            document["splitPositions"] = list(self.split_positions) if self.split_positions is not None else None
-        return document
-
-
-@dataclass(frozen=True, slots=True)
-class PlanResult:
-    cluster: str
-    strategy: str
-    actions: tuple[PlannedAction, ...]
-    brokers: tuple[BrokerForecast, ...]
-    state_before: dict[str, Any]
-    state_after: dict[str, Any]
-    pairs: tuple[dict[str, Any], ...] = ()
-    notes: tuple[str, ...] = field(default=())
-    usage_models: UsageModels | None = None
-    predicted_moves: tuple[PredictedMove, ...] = ()
-    maintenance: dict[str, Any] | None = None  # a maintenance plan's MaintenanceDocument (JSON)
-    balance: BalanceReport | None = None  # why the strategy planned what it did (None for maintenance plans)
-    load_manager: str | None = None  # the cluster's load manager class (short name)
-
-    @property
-    def actions_hash(self) -> str:
-        return actions_hash([action.to_json() for action in self.actions], self.maintenance)
-
-    def to_json(self) -> dict[str, Any]:
-        return self.to_document().to_json()
-
-    def to_document(self) -> PlanDocument:
-        return PlanDocument.model_validate(self._fields())
-
-    def _fields(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "strategy": self.strategy,
-            "actions": [action.to_json() for action in self.actions],
-            "actionsHash": self.actions_hash,
-            "brokers": [broker.to_json() for broker in self.brokers],
-            "stateBefore": self.state_before,
-            "stateAfter": self.state_after,
-            "pairs": list(self.pairs),
-            "notes": list(self.notes),
-            "usageModels": self.usage_models.to_json() if self.usage_models is not None else None,
-            "predictedMoves": [
-                {
-                    "bundle": move.bundle,
-                    "source": move.source,
-                    "destination": move.destination,
-                    "sourceBefore": move.source_before,
-                    "sourceAfter": move.source_after,
-                    "destinationBefore": move.destination_before,
-                    "destinationAfter": move.destination_after,
-                }
-                for move in self.predicted_moves
-            ],
-            "maintenance": self.maintenance,
-            "balance": self.balance.to_json() if self.balance is not None else None,
-            "loadManager": self.load_manager,
-        }
 
 
 def _split_action(
@@ -203,7 +118,7 @@ def make_plan(
     seed: int = 0,
     usage_models: UsageModels | None = None,
     placement_rng: random.Random | None = None,
-) -> PlanResult:
+) -> PlanDocument:
     """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters).
 
     Placement draws among equally good brokers with `placement_rng`, or with a generator seeded from `seed`."""
@@ -262,7 +177,7 @@ def make_plan(
             )
         actions.append(
             PlannedAction(
-                kind="unload",
+                kind=ActionKind.UNLOAD,
                 bundle=unload.bundle,
                 source=unload.broker,
                 destination=destination,
@@ -273,24 +188,11 @@ def make_plan(
         )
     if include_splits:
         actions.extend(_split_actions(load_data, config, namespace_bundle_counts, topics_by_bundle or {}))
-    moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
-    pairs: tuple[dict[str, Any], ...] = ()
+    pairs: tuple[PairEvaluation, ...] = ()
     if isinstance(outcome, AvgShedderOutcome | PredictiveOutcome):
-        pairs = tuple(
-            {
-                "underloaded": pair.underloaded,
-                "overloaded": pair.overloaded,
-                "gap": pair.gap,
-                "lowHits": pair.low_hits,
-                "highHits": pair.high_hits,
-                "fired": pair.fired,
-                "mode": pair.mode,
-                "budget": pair.budget,
-            }
-            for pair in outcome.pairs
-        )
-    brokers = tuple(forecast(load_data, config, moves, usage_models))
-    return PlanResult(
+        pairs = outcome.pairs
+    brokers = tuple(forecast(load_data, config, _moves(actions), usage_models))
+    return PlanDocument(
         cluster=cluster,
         strategy=strategy.name,
         actions=tuple(actions),
@@ -299,11 +201,24 @@ def make_plan(
         state_after=strategy.dump_state(outcome.state),
         pairs=pairs,
         notes=tuple(notes),
-        usage_models=usage_models,
+        usage_models=_usage_models_json(usage_models),
         predicted_moves=predicted_moves,
         balance=balance_report(strategy.name, config, load_data, brokers, pairs, notes, len(actions)),
         load_manager=config.load_manager_short_name,
     )
+
+
+def _moves(actions: Sequence[PlannedAction]) -> list[Move]:
+    """The unloads with a destination: what the forecast moves."""
+    return [
+        Move(action.bundle, action.source, action.destination)
+        for action in actions
+        if action.kind is ActionKind.UNLOAD and action.destination
+    ]
+
+
+def _usage_models_json(usage_models: UsageModels | None) -> dict[str, Any] | None:
+    return usage_models.to_json() if usage_models is not None else None
 
 
 def make_transfer_plan(
@@ -319,18 +234,18 @@ def make_transfer_plan(
     topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
     usage_models: UsageModels | None = None,
     requested_strategy: str | None = None,
-) -> PlanResult:
+) -> PlanDocument:
     """One planning run on a cluster of the extensible load manager: one TransferShedder cycle on `extensible`
     (its brokers' load data and top bundles) and one cycle of its split strategy; `load_data` (the same
     snapshot's reports and bundle averages) feeds the forecast. Every unload is a transfer to the destination
-    TransferShedder chose."""
+    TransferShedder chose. `requested_strategy`: the strategy the run was asked for (by its registry name)."""
     strategy = shedding_strategy(transfer_shedder.NAME)
     before = strategy.load_state(state)
     grace = config.shedding_grace_period_millis
     recent = {bundle: at for bundle, at in extensible.recently_unloaded_bundles.items() if at >= now_millis - grace}
     extensible = extensible.model_copy(update={"recently_unloaded_bundles": recent})
     notes: list[str] = []
-    if requested_strategy and shedding_strategy(requested_strategy).name != strategy.name:
+    if requested_strategy and requested_strategy != strategy.name:
         notes.append(
             f"the cluster runs the extensible load manager: planned with {strategy.name}, not {requested_strategy}"
         )
@@ -345,7 +260,7 @@ def make_transfer_plan(
     placed_among = extensible_least_resource_usage.best_brokers(extensible.available, extensible.brokers, config)
     actions = [
         PlannedAction(
-            kind="unload",
+            kind=ActionKind.UNLOAD,
             bundle=decision.bundle,
             source=decision.source,
             destination=decision.destination,
@@ -369,9 +284,9 @@ def make_transfer_plan(
             reason = f"over the namespace bundle limit on {choice.reason} (the extensible split strategy)"
             actions.append(_split_action(choice.bundle, choice.broker, config, topics_by_bundle or {}, load, reason))
     after = dataclasses.replace(outcome.state, split_hit_counts=split_hits)
-    moves = [Move(a.bundle, a.source, a.destination) for a in actions if a.kind == "unload" and a.destination]
-    brokers = tuple(forecast(load_data, config, moves, usage_models))
-    return PlanResult(
+    brokers = tuple(forecast(load_data, config, _moves(actions), usage_models))
+    splits = sum(action.kind is ActionKind.SPLIT for action in actions)
+    return PlanDocument(
         cluster=cluster,
         strategy=strategy.name,
         actions=tuple(actions),
@@ -379,8 +294,8 @@ def make_transfer_plan(
         state_before=strategy.dump_state(before),
         state_after=strategy.dump_state(after),
         notes=tuple(notes),
-        usage_models=usage_models,
-        balance=transfer_balance_report(outcome, config, brokers, sum(a.kind == "split" for a in actions)),
+        usage_models=_usage_models_json(usage_models),
+        balance=transfer_balance_report(outcome, config, brokers, splits),
         load_manager=config.load_manager_short_name,
     )
 
@@ -398,10 +313,10 @@ def _single_broker_plan(
     load_data: LoadData,
     config: PulsarConfig,
     usage_models: UsageModels | None,
-) -> PlanResult:
+) -> PlanDocument:
     brokers = tuple(forecast(load_data, config, [], usage_models))
     notes = (f"{len(load_data.brokers)} broker(s) reported: Pulsar neither sheds nor splits with fewer than two",)
-    return PlanResult(
+    return PlanDocument(
         cluster=cluster,
         strategy=strategy,
         actions=(),
@@ -409,7 +324,7 @@ def _single_broker_plan(
         state_before=state,
         state_after=state,
         notes=notes,
-        usage_models=usage_models,
+        usage_models=_usage_models_json(usage_models),
         balance=balance_report(strategy, config, load_data, brokers, (), notes, 0),
         load_manager=config.load_manager_short_name,
     )

@@ -27,13 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from planner.actions import ActionKind
 from planner.errors import InputError
+from planner.plan.document import PredictedMove
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.pipeline import PlacementSession, select_broker
 from planner.plan.planning import make_plan
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
-from planner.plan.shedding.avg_shedder_predictive import PredictedMove
 from planner.plan.shedding.registry import MODULAR_STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 from planner.pulsar.broker_score import broker_usage
@@ -643,7 +644,7 @@ class Simulation:
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         sources, destinations = [], []
         for action in plan.actions:
-            if action.kind != "unload" or action.destination is None:
+            if action.kind is not ActionKind.UNLOAD or action.destination is None:
                 continue
             row = self.averages.index[action.bundle]
             target = index.get(action.destination)

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
+from planner.plan.document import PlannedAction
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest, maintenance_plan
-from planner.plan.planning import PlannedAction
 from planner.simulator.engine import RunResult, Simulation, base_config, parse_policy, simulate
 from planner.simulator.scenario import BrokerEvent, Scenario, World, build_world
 

@@ -243,7 +243,7 @@ def test_a_drain_of_bundles_the_load_reports_leave_out_writes_their_traffic_as_n
     result = drain_plan("prod-eu", data, PulsarConfig(), ["a:8080"], owned={"a:8080": [quiet, idle]})
     traffic = {action.bundle: (action.msg_rate, action.throughput) for action in result.actions}
     assert traffic == {quiet: (0.0, 0.0), idle: (None, None)}
-    assert set(share_failures(result.to_document())) == {"maxMsgRateShare", "maxThroughputShare"}
+    assert set(share_failures(result)) == {"maxMsgRateShare", "maxThroughputShare"}
 
 
 def test_the_msg_rate_of_a_bundle_its_broker_reported_no_stats_for_is_not_measured():

@@ -207,7 +207,7 @@ def test_a_transfer_plan_moves_bundles_from_the_hot_broker_to_named_destinations
     assert all(action.destination in {"b2:8080", "b3:8080"} for action in unloads)
     assert plan.strategy == "TransferShedder" and plan.load_manager == "ExtensibleLoadManagerImpl"
     assert any("planned with TransferShedder, not AvgShedder" in note for note in plan.notes)
-    assert plan.to_document().model_dump(by_alias=True)["loadManager"] == "ExtensibleLoadManagerImpl"
+    assert plan.model_dump(by_alias=True)["loadManager"] == "ExtensibleLoadManagerImpl"
 
 
 def test_a_transfer_plan_waits_for_the_condition_to_hold_and_says_so():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import InputError
+from planner.plan.document import MaintenanceDocument
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest, drain_plan, fill_plan, maintenance_plan
 from planner.pulsar.config import PulsarConfig
 from tests.builders import broker, bundle, bundle_data, load_data
@@ -43,9 +44,9 @@ def test_a_drain_moves_every_movable_bundle_to_the_others_balanced():
     assert abs(after(plan, "b:8080") - after(plan, "c:8080")) <= 5 + 1e-9
     assert after(plan, "b:8080") + after(plan, "c:8080") == pytest.approx(315)
     assert plan.strategy == "drain"
-    assert plan.maintenance == {"mode": "drain", "brokers": ["a:8080"], "maxMoves": None, "overCapacity": []}
+    assert plan.maintenance == MaintenanceDocument(mode="drain", brokers=["a:8080"], max_moves=None, over_capacity=[])
     assert any("heartbeat/SLA-monitor bundles stay" in note for note in plan.notes)
-    assert plan.to_document().mode == "drain"
+    assert plan.mode == "drain"
 
 
 def test_a_drain_the_rest_cannot_take_says_so_before_approval():
@@ -55,13 +56,13 @@ def test_a_drain_the_rest_cannot_take_says_so_before_approval():
     )
     plan = drain_plan("c1", data, PulsarConfig(), ["a:8080"])
     assert len(plan.actions) == 2
-    assert plan.maintenance["overCapacity"] == ["b:8080", "c:8080"]
+    assert plan.maintenance.over_capacity == ["b:8080", "c:8080"]
     assert any(note.startswith("capacity:") for note in plan.notes)
     # The same load with room to spare: no warning.
     roomy = cluster(
         {"a:8080": [300, 300], "b:8080": [300], "c:8080": [300]}, cpu={"a:8080": 20, "b:8080": 20, "c:8080": 20}
     )
-    assert drain_plan("c1", roomy, PulsarConfig(), ["a:8080"]).maintenance["overCapacity"] == []
+    assert drain_plan("c1", roomy, PulsarConfig(), ["a:8080"]).maintenance.over_capacity == []
 
 
 def test_a_drain_prefers_a_destination_below_the_threshold():
@@ -88,7 +89,7 @@ def test_a_drain_of_unknown_or_all_brokers_is_refused(brokers, message):
 def test_a_fill_brings_a_new_broker_to_its_share_in_one_plan():
     data = cluster({"a:8080": [10] * 30, "b:8080": [10] * 30, "c:8080": [10] * 30, "d:8080": []})
     plan = fill_plan("c1", data, PulsarConfig(), [])  # none named: the broker that owns nothing
-    assert plan.maintenance["brokers"] == ["d:8080"]
+    assert plan.maintenance.brokers == ["d:8080"]
     assert {action.destination for action in plan.actions} == {"d:8080"}
     assert after(plan, "d:8080") == pytest.approx(220)  # the share is 225: within one bundle
     for donor in ("a:8080", "b:8080", "c:8080"):

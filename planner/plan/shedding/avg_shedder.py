@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.errors import InputError
+from planner.plan.document import PairEvaluation
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import PulsarConfig
@@ -62,20 +63,6 @@ def _counters(document: Mapping[str, Any], key: str) -> dict[str, int]:
     ):
         raise InputError(f"invalid AvgShedder state: {key} must map broker ids to non-negative integers")
     return dict(counters)
-
-
-@dataclass(frozen=True, slots=True)
-class PairEvaluation:
-    """One pair of one run, for plan review: the gap, the counters after counting, and what happened."""
-
-    underloaded: str
-    overloaded: str
-    gap: float
-    low_hits: int
-    high_hits: int
-    fired: bool
-    mode: str | None = None  # "msgRate" or "throughput" when it fired and met a minimum
-    budget: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,13 +138,34 @@ def find_bundles_for_unloading(
             or low.get(overloaded, 0) >= config.avg_shedder_hit_count_low_threshold
         )
         if not fired:
-            evaluations.append(PairEvaluation(underloaded, overloaded, gap, low_hits, high_hits, fired=False))
+            evaluations.append(
+                PairEvaluation(
+                    underloaded=underloaded,
+                    overloaded=overloaded,
+                    gap=gap,
+                    low_hits=low_hits,
+                    high_hits=high_hits,
+                    fired=False,
+                    budget=0.0,
+                )
+            )
             continue
         for counters in (high, low):
             counters.pop(underloaded, None)
             counters.pop(overloaded, None)
         mode, budget, selected = _select_bundles(load_data, config, underloaded, overloaded)
-        evaluations.append(PairEvaluation(underloaded, overloaded, gap, low_hits, high_hits, True, mode, budget))
+        evaluations.append(
+            PairEvaluation(
+                underloaded=underloaded,
+                overloaded=overloaded,
+                gap=gap,
+                low_hits=low_hits,
+                high_hits=high_hits,
+                fired=True,
+                mode=mode,
+                budget=budget,
+            )
+        )
         if mode is None:
             reasons.append(
                 f"{overloaded}->{underloaded}: fired but the traffic gap is below minUnloadMessage(Throughput)"

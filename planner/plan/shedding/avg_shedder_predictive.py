@@ -27,9 +27,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.plan.document import PairEvaluation, PredictedMove
 from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, measured_loads
 from planner.plan.shedding import avg_shedder
-from planner.plan.shedding.avg_shedder import AvgShedderState, PairEvaluation, sort_brokers
+from planner.plan.shedding.avg_shedder import AvgShedderState, sort_brokers
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
 from planner.pulsar.config import PulsarConfig
@@ -58,19 +59,6 @@ class PredictiveState:
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> PredictiveState:
         return cls(AvgShedderState.from_json(document))
-
-
-@dataclass(frozen=True, slots=True)
-class PredictedMove:
-    """One planned move with the predicted scores of its two brokers just before and after it."""
-
-    bundle: str
-    source: str
-    destination: str
-    source_before: float
-    source_after: float
-    destination_before: float
-    destination_after: float
 
 
 @dataclass(frozen=True, slots=True)
