@@ -60,7 +60,7 @@ class PlanMessage:
     event: PlanEvent
     cluster: str
     plan_id: int
-    summary: str  # the plan in one line (`planner.airflow.tasks.plan_subject`)
+    summary: str  # the plan in one line (`planner.airflow.gate_text.plan_subject`)
     link: str  # the plan's review page
     details: tuple[str, ...] = ()  # e.g. who decided, how many actions ran
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from planner import storage
 from planner.airflow import notifications
+from planner.airflow.gate_text import approval_request_markdown, plan_subject, plan_summary_markdown
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
 from planner.airflow.notifications import PlanEvent, PlanMessage
 from planner.approval.decisions import (
@@ -129,69 +130,6 @@ def prepare_plan(
     return {"samples": storage.to_uri(samples_root(root)), "input": input_uri, "output": run_uri}
 
 
-def plan_subject(plan: PlanDocument) -> str:
-    """One line naming what the plan does, for the gate and notifications."""
-    count = f"{len(plan.actions)} action(s)"
-    if plan.maintenance is None:
-        return f"Rebalance {plan.cluster}: {count} planned by {plan.strategy}"
-    if plan.maintenance.rolls_back is not None:
-        return f"Roll back plan {plan.maintenance.rolls_back} on {plan.cluster}: {count}"
-    return f"{plan.mode.capitalize()} {', '.join(plan.maintenance.brokers)} on {plan.cluster}: {count}"
-
-
-def _measured(value: float | None) -> str:
-    """An action's msg/s or bytes/s for the gate's table; a dash where it was not measured."""
-    return "—" if value is None else f"{value:.0f}"
-
-
-def approval_markdown(plan: PlanDocument, plan_url: str) -> str:
-    lines = [f"**{plan_subject(plan)}**. [Open the plan page]({plan_url})", ""]
-    if plan.maintenance is not None and plan.maintenance.over_capacity:
-        lines += [
-            f"**Warning:** predicted over the overload threshold after this plan: "
-            f"{', '.join(plan.maintenance.over_capacity)}. The cluster lacks the capacity.",
-            "",
-        ]
-    if plan.maintenance is not None:
-        lines += [f"- {note}" for note in plan.notes] + [""]
-    lines += [
-        "| # | kind | bundle | from | to | msg/s | bytes/s | reason |",
-        "|---|---|---|---|---|---:|---:|---|",
-    ]
-    for index, action in enumerate(plan.actions, 1):
-        lines.append(
-            f"| {index} | {action.kind} | `{action.bundle}` | {action.source} | "
-            f"{action.destination or '—'} | {_measured(action.msg_rate)} | {_measured(action.throughput)} | "
-            f"{action.reason} |"
-        )
-    lines += [
-        "",
-        "Predicted per-broker load:",
-        "",
-        "| broker | score before | score after | msg/s before | msg/s after |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for broker in plan.brokers:
-        lines.append(
-            f"| {broker.broker} | {broker.score_before:.1f} | {broker.score_after:.1f} | "
-            f"{broker.msg_rate_before:.0f} | {broker.msg_rate_after:.0f} |"
-        )
-    fired = [pair for pair in plan.pairs if pair.fired]
-    if fired:
-        lines += [
-            "",
-            "Firing AvgShedder pairs:",
-            "",
-            "| overloaded | underloaded | gap | low hits | high hits |",
-            "|---|---|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {pair.overloaded} | {pair.underloaded} | {pair.gap:.1f} | {pair.low_hits} | {pair.high_hits} |"
-            for pair in fired
-        ]
-    return "\n".join(lines)
-
-
 def commit_plan_output(cluster: str, uris: dict[str, str], run_id: str) -> dict[str, Any]:
     """Store the job's plan and the new state (idempotent per run); returns what the gate shows (XCom)."""
     from spark_jobs.plan_job import plan_output_uri
@@ -224,7 +162,7 @@ def _summary(plan_id: int, created: bool, plan: PlanDocument) -> dict[str, Any]:
         actions=len(plan.actions),
         actions_hash=plan.actions_hash,
         subject=plan_subject(plan),
-        markdown=approval_markdown(plan, plan_url(plan_id)),
+        markdown=plan_summary_markdown(plan, plan_url(plan_id)),
         balance=plan.balance.summary if plan.balance is not None else "",
     ).to_json()
 
@@ -266,9 +204,8 @@ def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
         checks = tuple(check.describe() for check in verdict.checks)
         approver = f"policy:{verdict.policy}"
         return ApprovalRequest(plan_id, plan.actions_hash, subject, "", approved_by=approver, policy_checks=checks)
-    markdown = approval_markdown(plan, plan_url(plan_id)) + f"\n\nPlan {plan_id}, actions hash `{plan.actions_hash}`."
-    if decision.verdicts:
-        markdown += f"\n\n{decision.why_not()}"
+    why_not = decision.why_not() if decision.verdicts else None
+    markdown = approval_request_markdown(plan, plan_url(plan_id), plan_id, why_not)
     verdicts = decision.to_json() if decision.verdicts else None
     record_approval_request(planner_store, plan_id, plan.actions_hash, actor="airflow:approve", policies=verdicts)
     return ApprovalRequest(plan_id, plan.actions_hash, subject, markdown)

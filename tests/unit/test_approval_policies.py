@@ -211,9 +211,9 @@ def test_a_rollback_carries_no_bytes_per_second_and_no_forecast_so_its_shares_ar
 
 
 def test_the_gates_table_shows_unmeasured_traffic_as_a_dash_not_a_zero():
-    from planner.airflow.tasks import approval_markdown
+    from planner.airflow.gate_text import plan_summary_markdown
 
-    table = approval_markdown(unmeasured(plan(2), 1), "https://review/plans/1")
+    table = plan_summary_markdown(unmeasured(plan(2), 1), "https://review/plans/1")
     assert "| a:8080 | b:8080 | 100 | 100000 |" in table and "| a:8080 | b:8080 | — | — |" in table
 
 
