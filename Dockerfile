@@ -1,7 +1,7 @@
 # Airflow 3.3 with this project installed, plus a JRE for Spark. docker-compose.yml runs every Airflow
 # component from this image, and also the Spark worker (the plan job's executors import `planner`
 # and need the same Python as the driver, which the official Spark image's Python is not) and the
-# traffic generator.
+# traffic generator (the dev tools' distribution, devtools/).
 ARG AIRFLOW_VERSION=3.3.2
 ARG PYTHON_VERSION=3.11
 FROM apache/airflow:${AIRFLOW_VERSION}-python${PYTHON_VERSION}
@@ -23,17 +23,22 @@ USER airflow
 
 # Dependencies first, in their own layer, so that a change to the source does not download pyspark again.
 COPY --chown=airflow:0 pyproject.toml constraints.txt /tmp/pulsar-rebalance/
-# The package's requirements and those of its airflow, spark, postgres and devcluster extras.
-RUN python -c "import tomllib; project = tomllib.load(open('/tmp/pulsar-rebalance/pyproject.toml', 'rb'))['project']; \
-extras = ('airflow', 'spark', 'postgres', 'devcluster'); \
-print('\n'.join(project['dependencies'] + [r for e in extras for r in project['optional-dependencies'][e]]))" \
+COPY --chown=airflow:0 devtools/pyproject.toml /tmp/pulsar-rebalance/devtools/
+# The package's requirements and those of its airflow, spark and postgres extras, and the dev tools' own
+# (pulsar-client, for the traffic generator) except the package itself.
+RUN python -c "import tomllib; load = lambda path: tomllib.load(open(path, 'rb'))['project']; \
+project, devtools = load('/tmp/pulsar-rebalance/pyproject.toml'), load('/tmp/pulsar-rebalance/devtools/pyproject.toml'); \
+extras = ('airflow', 'spark', 'postgres'); \
+print('\n'.join(project['dependencies'] + [r for e in extras for r in project['optional-dependencies'][e]] \
++ [r for r in devtools['dependencies'] if not r.startswith(project['name'])]))" \
         > /tmp/pulsar-rebalance/requirements.txt \
     && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /tmp/pulsar-rebalance/requirements.txt \
         -c /tmp/pulsar-rebalance/constraints.txt
 
 COPY --chown=airflow:0 . /opt/airflow/pulsar-rebalance
-RUN pip install --no-cache-dir --no-deps /opt/airflow/pulsar-rebalance \
-    && python -c "import planner, spark_jobs, pyspark; print('pyspark', pyspark.__version__)"
+# The product, and the dev tools beside it for the traffic generator (docker-compose.yml's `traffic` profile).
+RUN pip install --no-cache-dir --no-deps /opt/airflow/pulsar-rebalance /opt/airflow/pulsar-rebalance/devtools \
+    && python -c "import planner, spark_jobs, pulsar_rebalance_devtools, pyspark; print('pyspark', pyspark.__version__)"
 
 ENV PULSAR_REBALANCE_HOME=/opt/pulsar-rebalance/home \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/airflow/pulsar-rebalance/dags \

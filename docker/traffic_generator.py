@@ -1,6 +1,6 @@
 """Skewed traffic for docker-compose.yml's Pulsar cluster until stopped (`docker compose --profile traffic up`).
 
-Runs `planner.devtools.traffic.TrafficGenerator` in a fresh namespace whose bundles all start on one broker,
+Runs `pulsar_rebalance_devtools.traffic.TrafficGenerator` in a fresh namespace whose bundles all start on one broker,
 with the same message rate in each, so the planner has an imbalance to find and fix. Every minute it
 logs how much was produced and consumed; on SIGTERM it stops, drains, logs the final report (a gap
 in the sequence numbers would show as `missing`) and deletes the namespace.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 
 log = logging.getLogger("traffic-generator")
 

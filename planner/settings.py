@@ -9,7 +9,7 @@ Three models, all read through pydantic-settings:
 - `ExecutorSettings`: the executor's pacing, budgets, TTL, attempts and timeouts. Defaults, then
   `PULSAR_REBALANCE_EXECUTOR__<FIELD>` (or the Variable's `executor` object), then the cluster's Pulsar
   connection extras, then the plan DAG's params or the CLI's options, each overriding the one before.
-- `DevClusterSettings`: the local Pulsar cluster the dev tools start (`planner/devtools/`).
+- `DevClusterSettings`: the local Pulsar cluster the dev tools start (`devtools/`, `pulsar-rebalance-dev`).
 
 `python -m planner.settings` prints the reference table of docs/settings.md, which a test keeps equal to
 the models.
@@ -502,7 +502,7 @@ def cache_home() -> Path:
 
 
 class DevClusterSettings(BaseSettings):
-    """The local Pulsar cluster of the dev tools (`pulsar-rebalance local-cluster`, the demo, the tests)."""
+    """The local Pulsar cluster of the dev tools (`pulsar-rebalance-dev local-cluster`, the demo, the tests)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
 
@@ -546,7 +546,7 @@ def reference_markdown() -> str:
             "Local cluster (dev tools)",
             DevClusterSettings,
             ENV_PREFIX,
-            "Read by `pulsar-rebalance local-cluster` and the demo.",
+            "Read by `pulsar-rebalance-dev local-cluster` and the demo.",
         ),
     ]
     for title, model, prefix, where in sections:

@@ -9,4 +9,4 @@ bash scripts/setup.sh
 bash scripts/install_system_deps.sh
 export SPARK_LOCAL_IP=127.0.0.1
 if [ "$#" -eq 0 ]; then set -- --approve; fi
-exec .venv/bin/pulsar-rebalance demo "$@"
+exec .venv/bin/pulsar-rebalance-dev demo "$@"

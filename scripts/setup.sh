@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install the project with every extra and its dev tools, on the versions constraints.txt
-# pins. Idempotent: reinstalls only when pyproject.toml or constraints.txt changed since the last install.
+# Create .venv and install the project with every extra and its dev tools (the `dev` extra, and the dev tools'
+# own distribution in devtools/: `pulsar-rebalance-dev`), both editable, on the versions constraints.txt pins.
+# Idempotent: reinstalls only when a pyproject.toml or constraints.txt changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,10 +17,10 @@ fi
 }
 
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
-stamp=".venv/.installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$(cat pyproject.toml devtools/pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+  .venv/bin/python -m pip install --quiet -e '.[dev]' -e ./devtools -c constraints.txt
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

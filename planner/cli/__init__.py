@@ -5,19 +5,15 @@ Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr 
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
-from planner.cli import algorithms, db, execution, local_tools, plans, simulate, snapshots
-from planner.cli.common import ArgumentParser
-from planner.errors import InputError
+from planner.cli import algorithms, db, execution, plans, simulate, snapshots
+from planner.cli.common import ArgumentParser, run_command
 
 # Each command group adds its commands; the store, the collector, the executor and the Spark runner are imported
 # by the commands that use them, so `--help` loads none of them.
-COMMAND_GROUPS = (algorithms, snapshots, plans, execution, simulate, local_tools, db)
-
-EXIT_BAD_INPUT = 2
+COMMAND_GROUPS = (algorithms, snapshots, plans, execution, simulate, db)
 
 
 def build_parser() -> ArgumentParser:
@@ -30,18 +26,4 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        logging.basicConfig(
-            level=logging.INFO if args.verbose else logging.WARNING,
-            format="%(levelname)s %(message)s",
-            stream=sys.stderr,
-        )
-        args.handler(args)
-    except InputError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:
-        # The reader (e.g. `head`) went away; that is not an error of ours.
-        sys.stderr.close()
-    return 0
+    return run_command(build_parser(), plans.with_legacy_spellings(sys.argv[1:] if argv is None else argv))

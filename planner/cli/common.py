@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -25,8 +26,29 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pulsar_rebalance")
 
+EXIT_BAD_INPUT = 2
+
 # The command groups' `add_parser` returns (argparse's own name for the type is private).
 Commands = argparse._SubParsersAction
+
+
+def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """Parse `argv` and run the command's handler: exit 0, or 2 with a one-line error on bad input."""
+    try:
+        args = parser.parse_args(argv)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING,
+            format="%(levelname)s %(message)s",
+            stream=sys.stderr,
+        )
+        args.handler(args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away; that is not an error of ours.
+        sys.stderr.close()
+    return 0
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -1,4 +1,9 @@
-"""Plans made and read: `plan` (the Spark job's plan, committed), `plans` (list and show), `spark-code`."""
+"""Plans made and read: `plan run` (the Spark job's plan, committed), `plan show ID`, `plan list`, and
+`spark-code`.
+
+`plan --cluster ...` (no `run`), `plans [list]` and `plans show ID` are the earlier spellings of the same
+commands: scripts use them, so they keep working (`with_legacy_spellings`, `command_plans`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 
 from planner.arguments import COUNT, ID, duration
 from planner.cli.common import (
+    ArgumentParser,
     Commands,
     add_config_options,
     add_store_options,
@@ -34,29 +40,63 @@ def command_spark_code(args: argparse.Namespace) -> None:
     print_json(document)
 
 
-def _plan_to_show(words: Sequence[str], command: str) -> int:
-    """The plan id of `show ID`."""
-    if len(words) != 2 or words[0] != "show":
-        raise InputError(
-            f"pulsar-rebalance {command}: unexpected {' '.join(words)!r}; did you mean `{command} show ID`?"
-        )
+PLAN_COMMANDS = ("run", "show", "list")
+
+
+def with_legacy_spellings(argv: Sequence[str]) -> list[str]:
+    """`plan [OPTIONS]`, the spelling of `plan run [OPTIONS]` before `plan` had its commands, as `plan run`.
+    (`plans` needs no rewriting: it stays a command of its own.)"""
+    words = list(argv)
+    # The command is the first word that is not an option: the top-level options take no value.
+    command = next((index for index, word in enumerate(words) if not word.startswith("-")), None)
+    if command is None or words[command] != "plan":
+        return words
+    rest = words[command + 1 :]
+    if rest and rest[0] in {*PLAN_COMMANDS, "-h", "--help"}:
+        return words
+    return [*words[: command + 1], "run", *rest]
+
+
+def plan_id(text: str) -> int:
+    """A plan's id (`ID`), refused as an invalid plan id."""
     try:
-        return ID(words[1])
+        return ID(text)
     except argparse.ArgumentTypeError as error:
-        raise InputError(f"pulsar-rebalance {command} show: invalid plan id: {error}") from None
+        raise argparse.ArgumentTypeError(f"invalid plan id: {error}") from None
 
 
-def command_plan(args: argparse.Namespace) -> None:
+def command_plan_show(args: argparse.Namespace) -> None:
     from planner.audit.plan_records import show_plan
+
+    print_json(show_plan(open_store(args), args.plan_id))
+
+
+def command_plan_list(args: argparse.Namespace) -> None:
+    from planner.audit.plan_records import list_plans
+
+    print_json({"plans": list_plans(open_store(args), args.cluster, args.status, args.limit)})
+
+
+def command_plans(args: argparse.Namespace) -> None:
+    """`plans [list]` and `plans show ID`: `plan list` and `plan show ID` under their earlier name."""
+    if not args.words or args.words == ["list"]:
+        command_plan_list(args)
+        return
+    if len(args.words) != 2 or args.words[0] != "show":
+        raise InputError(f"pulsar-rebalance plans: unexpected {' '.join(args.words)!r}; did you mean `plans show ID`?")
+    try:
+        args.plan_id = plan_id(args.words[1])
+    except argparse.ArgumentTypeError as error:
+        raise InputError(f"pulsar-rebalance plans show: {error}") from None
+    command_plan_show(args)
+
+
+def command_plan_run(args: argparse.Namespace) -> None:
     from planner.orchestrate.runner import PlanRequest, run_plan
     from planner.samples.dataset import samples_root
 
-    if args.words:
-        plan_id = _plan_to_show(args.words, "plan")
-        print_json(show_plan(open_store(args), plan_id))
-        return
     if not args.cluster:
-        raise InputError("pulsar-rebalance plan: --cluster is required (repeatable)")
+        raise InputError("pulsar-rebalance plan run: --cluster is required (repeatable)")
     config = pulsar_config(args)  # validates the settings before Spark starts
     settings = config.model_dump(by_alias=True, exclude_unset=True, mode="json")
     maintenance = _maintenance_request(args)
@@ -103,29 +143,29 @@ def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
     brokers = [broker.strip() for broker in (args.brokers or "").split(",") if broker.strip()]
     if args.mode == "rebalance":
         if brokers or args.max_moves is not None:
-            raise InputError("pulsar-rebalance plan: --brokers and --max-moves go with --mode drain or --mode fill")
+            raise InputError("pulsar-rebalance plan run: --brokers and --max-moves go with --mode drain or --mode fill")
         return None
     if args.mode == "drain" and not brokers:
-        raise InputError("pulsar-rebalance plan --mode drain: --brokers is required (the brokers to drain, A,B)")
+        raise InputError("pulsar-rebalance plan run --mode drain: --brokers is required (the brokers to drain, A,B)")
     if len(args.cluster) != 1:
-        raise InputError(f"pulsar-rebalance plan --mode {args.mode}: name exactly one --cluster")
+        raise InputError(f"pulsar-rebalance plan run --mode {args.mode}: name exactly one --cluster")
     document = {"mode": args.mode, "brokers": brokers, "maxMoves": args.max_moves}
     return MaintenanceRequest.parse(document, f"plan --mode {args.mode}")
 
 
-def command_plans(args: argparse.Namespace) -> None:
-    from planner.audit.plan_records import list_plans, show_plan
-
-    if args.words and args.words != ["list"]:
-        plan_id = _plan_to_show(args.words, "plans")
-        print_json(show_plan(open_store(args), plan_id))
-        return
-    print_json({"plans": list_plans(open_store(args), args.cluster, args.status, args.limit)})
+def _add_list_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", help="only this cluster's plans")
+    parser.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
+    parser.add_argument("--limit", type=COUNT, default=50, help="newest plans at most (default 50)")
+    add_store_options(parser)
 
 
 def add_commands(commands: Commands) -> None:
-    plan = commands.add_parser("plan", help="plan with the Spark job and commit (or: plan show ID)")
-    plan.add_argument("words", nargs="*", metavar="show ID", help="`show ID` prints a committed plan")
+    plan_parser = commands.add_parser(
+        "plan", help="plan run: plan with the Spark job and commit; plan show ID; plan list"
+    )
+    plan_commands = plan_parser.add_subparsers(dest="plan_command", required=True, parser_class=ArgumentParser)
+    plan = plan_commands.add_parser("run", help="plan with the Spark job and commit the plans and the strategy state")
     plan.add_argument("--cluster", action="append", default=[], help="a cluster to plan (required, repeatable)")
     plan.add_argument(
         "--strategy", default="AvgShedder", help=f"{strategy_names()}, or the Java class name (default AvgShedder)"
@@ -167,14 +207,20 @@ def add_commands(commands: Commands) -> None:
     )
     add_config_options(plan)
     add_store_options(plan)
-    plan.set_defaults(handler=command_plan)
+    plan.set_defaults(handler=command_plan_run)
 
-    plans = commands.add_parser("plans", help="list plans (plans [list]), or show one (plans show ID)")
+    show = plan_commands.add_parser("show", help="print a committed plan, its actions and what became of them")
+    show.add_argument("plan_id", type=plan_id, metavar="ID", help="the plan (see `plan list`)")
+    add_store_options(show)
+    show.set_defaults(handler=command_plan_show)
+
+    listing = plan_commands.add_parser("list", help="list plans, newest first")
+    _add_list_options(listing)
+    listing.set_defaults(handler=command_plan_list)
+
+    plans = commands.add_parser("plans", help="plans [list] | plans show ID: the earlier spelling of plan list|show")
     plans.add_argument("words", nargs="*", metavar="list | show ID", help="list (the default) or show ID")
-    plans.add_argument("--cluster", help="only this cluster's plans")
-    plans.add_argument("--status", choices=[status.value for status in PlanStatus], help="only plans in this state")
-    plans.add_argument("--limit", type=COUNT, default=50, help="newest plans at most (default 50)")
-    add_store_options(plans)
+    _add_list_options(plans)
     plans.set_defaults(handler=command_plans)
 
     spark_code = commands.add_parser(

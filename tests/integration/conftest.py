@@ -1,6 +1,6 @@
 """Fixtures for tests against real components: a local Pulsar cluster and a throwaway PostgreSQL.
 
-- `pulsar_cluster` (session): the cluster description from `planner.devtools.local_cluster`; reuses a running
+- `pulsar_cluster` (session): the cluster description from `pulsar_rebalance_devtools.local_cluster`; reuses a running
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
 - `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end
   (`separate_cluster` starts such clusters).
@@ -41,10 +41,10 @@ from psycopg import sql
 
 from planner.collect.admin_client import AdminAuth, PulsarAdminClient
 from planner.collect.collector import collect
-from planner.devtools import local_cluster
-from planner.devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.store.database import Store
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 
 TEST_TENANT = "integration-tests"
 
@@ -62,7 +62,7 @@ def pulsar_cluster() -> Iterator[dict[str, Any]]:
     if len(cluster["brokers"]) < 2:
         pytest.fail(
             f"the running local cluster has {len(cluster['brokers'])} broker(s); the tests need at "
-            "least 2: stop it (`pulsar-rebalance local-cluster stop`) and let the tests start one"
+            "least 2: stop it (`pulsar-rebalance-dev local-cluster stop`) and let the tests start one"
         )
     try:
         yield cluster

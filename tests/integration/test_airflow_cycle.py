@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import select
 
 from planner.collect.admin_client import PulsarAdminClient
-from planner.devtools.demo import run_plan_cycle
-from planner.devtools.traffic import BundleTraffic
 from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, PlanMeasurement
+from pulsar_rebalance_devtools.demo import run_plan_cycle
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import (
     CYCLE_CONF,
     OUTSIDE_POLICY,

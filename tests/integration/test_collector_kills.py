@@ -23,12 +23,12 @@ from planner.collect.collector import (
     snapshot_files,
     unpublished_snapshot_ids,
 )
-from planner.devtools.traffic import BundleTraffic
 from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.orchestrate.runner import PlanRequest, cluster_inputs
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
 from planner.store.models import Snapshot
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from spark_jobs.plan_job import read_table
 from tests.integration.test_exactly_once import _wait_stopped
 

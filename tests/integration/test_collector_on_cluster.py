@@ -15,12 +15,12 @@ import requests
 from planner.audit.plan_records import read_state, show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
-from planner.devtools.traffic import BundleTraffic
 from planner.orchestrate.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import PulsarConfig
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 
 pytestmark = pytest.mark.integration
 

@@ -27,12 +27,12 @@ from sqlalchemy import select
 
 from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
-from planner.devtools.traffic import BundleTraffic
 from planner.execute.executor import EXECUTOR_POINTS, execute_plan
 from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.admin_proxy import AdminProxy, Fault
 from tests.integration.executor_support import approved, owners, unload
 

@@ -8,13 +8,13 @@ from sqlalchemy import select
 
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import commit_plan, show_plan
-from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
 from planner.execute.executor import _Cluster, execute_plan
 from planner.pulsar.bundle_range import BundleName
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.executor_support import CountingClient, approved, approved_plan, owners, unload
 
 pytestmark = pytest.mark.integration

@@ -20,11 +20,11 @@ import requests
 
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect, list_snapshots
-from planner.devtools import local_cluster
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.pulsar.bundle_range import BundleRange
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER
 from planner.store.database import Store
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 from tests.integration.conftest import TEST_TENANT, separate_cluster
 
 pytestmark = pytest.mark.integration

@@ -33,9 +33,9 @@ import requests
 from psycopg import sql
 from sqlalchemy import select
 
-from planner.devtools.traffic import BundleTraffic
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import CYCLE_CONF, PostgresServer, _free_port, stop_process_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]

@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 import pytest
 import requests
 
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.plan.bundles import range_equally_divide, specified_positions_divide
 from planner.pulsar.bundle_range import BundleRange
 from planner.pulsar.model import LocalBrokerData
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,6 @@ from sqlalchemy import select
 from planner.approval.decisions import record_decision
 from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import PulsarAdminClient
-from planner.devtools import local_cluster
-from planner.devtools.demo import run_plan_cycle, settled_snapshot
-from planner.devtools.traffic import BundleTraffic
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.execute.fence import fence_name, unfence
@@ -28,6 +25,9 @@ from planner.samples.dataset import samples_root, snapshot_broker_load
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.demo import run_plan_cycle, settled_snapshot
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import airflow_env, collect_snapshots
 from tests.integration.executor_support import CountingClient, approved, owners, unload
 

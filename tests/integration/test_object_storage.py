@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from planner.devtools.traffic import BundleTraffic
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.object_store import TEST_S3_CREDENTIALS, objects, s3_server
 from tests.spark.test_on_a_cluster import cli
 

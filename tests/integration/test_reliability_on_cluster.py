@@ -21,13 +21,13 @@ import requests
 from sqlalchemy import select
 
 from planner.audit.plan_records import show_plan
-from planner.devtools import local_cluster
-from planner.devtools.traffic import BundleTraffic
 from planner.execute.executor import execute_plan
 from planner.pulsar.bundle_range import BundleName
 from planner.settings import ExecutorSettings
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import (
     CYCLE_CONF,
     SCREENSHOTS,
@@ -168,7 +168,7 @@ def plan_run_at_its_gate(env, cluster, tmp_path, users):
     out, err = (tmp_path / "cycle.out").open("w"), (tmp_path / "cycle.err").open("w")
     dag_id = f"pulsar_rebalance_plan_{cluster['cluster']}"
     run = subprocess.Popen(
-        [sys.executable, "-m", "planner.devtools.airflow_cycle", dag_id, "ui", json.dumps(CYCLE_CONF)],
+        [sys.executable, "-m", "pulsar_rebalance_devtools.airflow_cycle", dag_id, "ui", json.dumps(CYCLE_CONF)],
         env=env,
         stdout=out,
         stderr=err,

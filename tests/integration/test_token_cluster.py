@@ -14,10 +14,10 @@ import pytest
 import requests
 from sqlalchemy import select
 
-from planner.devtools.demo import run_plan_cycle
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.store.database import Store
 from planner.store.models import Plan
+from pulsar_rebalance_devtools.demo import run_plan_cycle
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 from tests.integration.conftest import CYCLE_CONF, TEST_TENANT, airflow_env, collect_snapshots
 
 # In the slow run for CI time: a second cluster and a whole cycle (the admin-token leak check runs in CI too,

@@ -25,11 +25,11 @@ import pytest
 from sqlalchemy import select
 
 from planner.audit.plan_records import show_plan
-from planner.devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
 from planner.pulsar.model import NamespaceBundleStats
 from planner.samples.dataset import write_snapshot_samples
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
+from pulsar_rebalance_devtools.demo import airflow_environment, migrate_airflow, run_plan_cycle
 from spark_jobs.session import JOB_DEFAULTS
 from tests.builders import broker, bundle
 from tests.spark.cluster import (

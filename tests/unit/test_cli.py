@@ -440,7 +440,7 @@ def test_help_loads_neither_the_store_nor_the_dataset_nor_spark():
 
 
 def test_the_demo_closes_with_msg_rates_per_broker_before_and_after():
-    from planner.devtools.demo import closing_table
+    from pulsar_rebalance_devtools.demo import closing_table
 
     table = closing_table({"a:8080": 321.4, "b:8080": 0.0}, {"a:8080": 160.2, "b:8080": 80.0, "c:8080": 79.6})
     rows = {line.split()[1]: line.split()[3:6:2] for line in table.splitlines() if ":8080" in line}

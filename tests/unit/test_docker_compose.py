@@ -24,8 +24,8 @@ from sqlalchemy.engine import make_url
 
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.hooks import STORE_CONNECTION, PulsarAdminHook
-from planner.devtools import local_cluster
-from planner.devtools.broker_settings import SHARED_BROKER_SETTINGS, as_pulsar_image_env
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.broker_settings import SHARED_BROKER_SETTINGS, as_pulsar_image_env
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
@@ -433,7 +433,7 @@ def test_the_traffic_generator_runs_the_projects_generator_against_the_compose_b
     script = PurePosixPath(generator["command"][-1])
     local_script = REPO / script.relative_to(IMAGE_REPO)
     assert local_script.exists()
-    assert "from planner.devtools.traffic import" in local_script.read_text()
+    assert "from pulsar_rebalance_devtools.traffic import" in local_script.read_text()
     env = _env(generator)
     brokers = _brokers(services)
     assert urlsplit(env["PULSAR_ADMIN_URL"]).hostname in brokers
@@ -465,7 +465,7 @@ def test_the_compose_brokers_run_the_local_cluster_commands_settings_and_version
         actual = {key: env.get(key) for key in expected}
         block = "\n".join(f'  {key}: "{value}"' for key, value in expected.items())
         assert actual == expected, (
-            f"{name} differs from planner/devtools/broker_settings.py; the block should read:\n{block}"
+            f"{name} differs from the dev tools' broker_settings.py; the block should read:\n{block}"
         )
         # An unprefixed variable named like a broker.conf key would override it as well.
         assert not set(SHARED_BROKER_SETTINGS) & set(env), name

@@ -1,4 +1,7 @@
-"""The dev tools' commands: `local-cluster` and `demo`."""
+"""`pulsar-rebalance-dev`: the dev tools from the command line, a local Pulsar cluster and the demo.
+
+Results go to stdout as JSON; bad input exits 2 with a one-line error on stderr, as with `pulsar-rebalance`.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +9,17 @@ import argparse
 import dataclasses
 import json
 import logging
+import sys
+from collections.abc import Sequence
 
 from planner.arguments import LOCAL_BROKERS, PORT
-from planner.cli.common import Commands, print_json
+from planner.cli.common import ArgumentParser, print_json, run_command
 from planner.errors import InputError
 from planner.maven import MavenError
 
 
 def command_local_cluster(args: argparse.Namespace) -> None:
-    from planner.devtools import local_cluster
+    from pulsar_rebalance_devtools import local_cluster
 
     try:
         if args.action == "start":
@@ -34,7 +39,7 @@ def command_local_cluster(args: argparse.Namespace) -> None:
 
 
 def command_demo(args: argparse.Namespace) -> None:
-    from planner.devtools.demo import run_demo
+    from pulsar_rebalance_devtools.demo import run_demo
 
     # Importing Airflow (for its DAG file) set the root logger to INFO: the steps and the result, not every
     # client's connection log, are what a first run should show (`-v` shows them).
@@ -43,7 +48,11 @@ def command_demo(args: argparse.Namespace) -> None:
     print(json.dumps(result))
 
 
-def add_commands(commands: Commands) -> None:
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="pulsar-rebalance-dev", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every step and client to stderr")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser)
+
     cluster = commands.add_parser("local-cluster", help="a real Pulsar cluster on 127.0.0.1 for trying things out")
     cluster.add_argument(
         "action",
@@ -69,3 +78,12 @@ def add_commands(commands: Commands) -> None:
     demo.add_argument("--brokers", type=LOCAL_BROKERS, default=3, help="brokers of the local cluster (default 3)")
     demo.add_argument("--port", type=PORT, default=8080, help="Airflow UI port on 127.0.0.1 (without --approve)")
     demo.set_defaults(handler=command_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

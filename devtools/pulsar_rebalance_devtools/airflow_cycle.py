@@ -1,7 +1,7 @@
 """Run one plan DAG in-process with `dag.test()`, answering its approval gate through Airflow's REST API.
 
 Usage (in an environment where AIRFLOW_HOME points at a migrated metadata database):
-    python -m planner.devtools.airflow_cycle DAG_ID DECISION CONF_JSON
+    python -m pulsar_rebalance_devtools.airflow_cycle DAG_ID DECISION CONF_JSON
 DECISION is Approve or Reject; `ui` to leave the gate to a person in the Airflow UI (an api-server
 on the same metadata database); or `timeout` to leave it unanswered until its response timeout passes.
 Prints the run's task states as JSON on the last line.

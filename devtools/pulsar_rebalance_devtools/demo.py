@@ -1,4 +1,4 @@
-"""`pulsar-rebalance demo`: the whole product on one machine.
+"""`pulsar-rebalance-dev demo`: the whole product on one machine.
 
 Starts the local Pulsar cluster, puts skewed traffic on it (every bundle of a namespace on one
 broker), collects load, runs the plan DAG in a real Airflow (Spark job, commit, approval gate), then
@@ -27,11 +27,11 @@ from planner.airflow.dags import DAG_FILE
 from planner.audit.plan_records import list_plans, show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect
-from planner.devtools import local_cluster
-from planner.devtools.traffic import BundleTraffic, TrafficGenerator
 from planner.samples.dataset import snapshot_broker_load
 from planner.settings import planner_home
 from planner.store.database import Store
+from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def run_plan_cycle(
     `dag.test()` ignores SIGTERM while it waits at the gate; on `timeout` the run is killed outright.
     """
     dag_id = f"pulsar_rebalance_{dag}_{cluster}"
-    command = [sys.executable, "-m", "planner.devtools.airflow_cycle", dag_id, decision, json.dumps(conf)]
+    command = [sys.executable, "-m", "pulsar_rebalance_devtools.airflow_cycle", dag_id, decision, json.dumps(conf)]
     with (
         tempfile.TemporaryFile("w+") as out,
         tempfile.TemporaryFile("w+") as err,

@@ -139,8 +139,8 @@ class TrafficGenerator:
     def for_cluster(
         cls, cluster_info: Mapping[str, Any], namespace: str, traffic: Sequence[BundleTraffic], **options: Any
     ) -> TrafficGenerator:
-        """A generator for a cluster as `planner.devtools.local_cluster.start()` describes it (first broker's URLs, and
-        the superuser's token when the cluster authenticates)."""
+        """A generator for a cluster as `local_cluster.start()` describes it (first broker's URLs, and the superuser's
+        token when the cluster authenticates)."""
         first = cluster_info["brokers"][0]
         if cluster_info.get("tokenFile"):
             options.setdefault("token", Path(cluster_info["tokenFile"]).read_text().strip())

@@ -43,9 +43,9 @@ from typing import Any
 
 import requests
 
-from planner.devtools.broker_settings import EXTENSIBLE_BROKER_SETTINGS, SHARED_BROKER_SETTINGS
 from planner.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
+from pulsar_rebalance_devtools.broker_settings import EXTENSIBLE_BROKER_SETTINGS, SHARED_BROKER_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -310,8 +310,8 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
             if running.get("loadManager", "modular") != settings.load_manager:
                 raise LocalClusterError(
                     f"the cluster running under {settings.cluster_dir} has the {running.get('loadManager', 'modular')} "
-                    f"load manager, not the {settings.load_manager} one: stop it first (pulsar-rebalance local-cluster "
-                    "stop)"
+                    f"load manager, not the {settings.load_manager} one: stop it first "
+                    "(pulsar-rebalance-dev local-cluster stop)"
                 )
             if len(running["brokers"]) != brokers:
                 log.warning(
