@@ -51,10 +51,7 @@ ID = bounded_int(1, MAX_ID)
 COUNT = bounded_int(1, MAX_COUNT)
 SECONDS = Bounded(integral=False, minimum=0.0, maximum=MAX_SECONDS, unit=" seconds")
 EPOCH_MILLIS = bounded_int(0, MAX_EPOCH_MILLIS)
-PORT = bounded_int(1, 65535)
 SEED = bounded_int(0, MAX_ID)
-# The local cluster puts broker i on 127.0.0.(i + 1).
-LOCAL_BROKERS = bounded_int(1, 254)
 # One action a millisecond is past anything an admin API takes; 0 means no pacing.
 RATE_PER_MINUTE = Bounded(integral=False, minimum=0.0, maximum=60_000.0, unit=" a minute")
 SPREAD_POINTS = Bounded(integral=False, minimum=0.0, maximum=1e6, unit=" points")

@@ -12,10 +12,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from planner.arguments import LOCAL_BROKERS, PORT
+from planner.arguments import bounded_int
 from planner.cli.common import ArgumentParser, print_json, run_command
 from planner.errors import InputError
 from planner.maven import MavenError
+
+PORT = bounded_int(1, 65535)
+# The local cluster puts broker i on 127.0.0.(i + 1).
+LOCAL_BROKERS = bounded_int(1, 254)
 
 
 def command_local_cluster(args: argparse.Namespace) -> None:

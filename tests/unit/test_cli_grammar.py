@@ -10,6 +10,7 @@ import io
 
 import pytest
 
+from planner.arguments import Bounded
 from planner.cli import build_parser, main
 from planner.cli.plans import with_legacy_spellings
 from pulsar_rebalance_devtools import cli as dev_cli
@@ -74,18 +75,35 @@ def test_the_dev_tools_are_a_command_of_their_own():
     assert set(commands(dev_cli.build_parser())) == {"local-cluster", "demo"}
 
 
-@pytest.mark.parametrize(
-    ("argv", "named"),
-    [
-        (["local-cluster", "start", "--brokers=0"], "--brokers"),
-        (["local-cluster", "start", "--brokers=255"], "--brokers"),
-        (["local-cluster", "start", "--brokers=inf"], "--brokers"),
-        (["local-cluster", "restart"], "action"),
-        (["demo", "--port=70000"], "--port"),
-        (["demo", "--brokers=-1"], "--brokers"),
-    ],
-)
-def test_the_dev_tools_refuse_bad_input_in_one_line(argv, named):
-    code, out, err = run(dev_cli.main, argv)
+def dev_tool_value_options() -> list[tuple[str, str]]:
+    """Every bounded number option of the dev tools' commands, as (command, option)."""
+    return [
+        (name, max(action.option_strings, key=len))
+        for name, parser in commands(dev_cli.build_parser()).items()
+        for action in parser._actions
+        if isinstance(action.type, Bounded)
+    ]
+
+
+def test_every_number_option_of_the_dev_tools_is_bounded():
+    assert set(dev_tool_value_options()) == {
+        ("local-cluster", "--brokers"),
+        ("demo", "--brokers"),
+        ("demo", "--port"),
+    }
+
+
+@pytest.mark.parametrize("command_option", dev_tool_value_options(), ids=" ".join)
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan", "1e308", "9" * 30, "70000", ""])
+def test_the_dev_tools_refuse_extreme_numbers_in_one_line(command_option, value):
+    command, option = command_option
+    words = [command, "start"] if command == "local-cluster" else [command]
+    code, out, err = run(dev_cli.main, [*words, f"{option}={value}"])
     assert (code, out) == (2, "")
-    assert len(err.splitlines()) == 1 and err.startswith("error: pulsar-rebalance-dev") and named in err
+    assert len(err.splitlines()) == 1 and err.startswith("error: pulsar-rebalance-dev") and option in err
+
+
+def test_the_dev_tools_refuse_an_unknown_action_in_one_line():
+    code, out, err = run(dev_cli.main, ["local-cluster", "restart"])
+    assert (code, out) == (2, "")
+    assert len(err.splitlines()) == 1 and "invalid choice: 'restart'" in err
