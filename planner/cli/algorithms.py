@@ -20,19 +20,14 @@ from planner.cli.common import (
     write_json_atomically,
 )
 from planner.errors import InputError
-from planner.plan.bundles import (
-    flow_or_qps_equally_divide,
-    range_equally_divide,
-    specified_positions_divide,
-    topic_count_equally_divide,
-)
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import bundle_for_topic, validate_boundaries
-from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.bundles.registry import SPLIT_ALGORITHMS, split_algorithm
 from planner.plan.bundles.split import can_split
+from planner.plan.bundles.split_algorithm import SplitInputs, TopicLoad
 from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.pulsar.bundle_range import BundleRange
-from planner.pulsar.config import SPLIT_ALGORITHMS, PulsarConfig
+from planner.pulsar.config import PulsarConfig
 from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
 from planner.pulsar.model import read_extensible_load_data, read_load_data
 
@@ -116,31 +111,22 @@ def _parse_position(text: str) -> int:
 def command_split_positions(args: argparse.Namespace) -> None:
     config = pulsar_config(args)
     bundle = BundleRange.parse(args.bundle)
-    algorithm = args.algorithm
-    if algorithm not in config.supported_namespace_bundle_split_algorithms:
+    algorithm = split_algorithm(args.algorithm)
+    if algorithm is None or algorithm.name not in config.supported_namespace_bundle_split_algorithms:
         supported = ", ".join(sorted(config.supported_namespace_bundle_split_algorithms))
         raise InputError(
-            f"invalid --algorithm {algorithm!r}: not in supportedNamespaceBundleSplitAlgorithms ({supported})"
+            f"invalid --algorithm {args.algorithm!r}: not in supportedNamespaceBundleSplitAlgorithms ({supported})"
         )
     topics = [_parse_topic(text) for text in args.topics]
-    names = [topic.name for topic in topics]
-    positions: list[int]
-    if not can_split(bundle):
-        positions = []
-    elif algorithm == range_equally_divide.NAME:
-        positions = range_equally_divide.split_positions(bundle)
-    elif algorithm == topic_count_equally_divide.NAME:
-        positions = topic_count_equally_divide.split_positions(bundle, names)
-    elif algorithm == specified_positions_divide.NAME:
-        requested = [_parse_position(text) for text in args.positions]
-        positions = specified_positions_divide.split_positions(bundle, requested, names, force=args.force)
-    else:
-        if config.default_namespace_bundle_split_algorithm != flow_or_qps_equally_divide.NAME:
+    positions: list[int] = []
+    if can_split(bundle):
+        if algorithm.runs_only_as_default and config.default_namespace_bundle_split_algorithm != algorithm.name:
             logger.warning(
                 "Pulsar brokers run %s only when defaultNamespaceBundleSplitAlgorithm names it; a REST call fails",
-                flow_or_qps_equally_divide.NAME,
+                algorithm.name,
             )
-        positions = flow_or_qps_equally_divide.split_positions(bundle, topics, config)
+        requested = [_parse_position(text) for text in args.positions] if algorithm.takes_requested_positions else None
+        positions = algorithm.positions(SplitInputs(bundle, topics, config, requested, force=args.force))
     print_json({"positions": positions})
 
 
@@ -185,7 +171,10 @@ def add_commands(commands: Commands) -> None:
 
     positions = commands.add_parser("split-positions", help="where a split algorithm would cut a bundle")
     positions.add_argument(
-        "--algorithm", required=True, choices=SPLIT_ALGORITHMS, help="Pulsar's split algorithm to apply"
+        "--algorithm",
+        required=True,
+        choices=[algorithm.name for algorithm in SPLIT_ALGORITHMS],
+        help="Pulsar's split algorithm to apply",
     )
     positions.add_argument("--bundle", required=True, metavar="0xLLLLLLLL_0xUUUUUUUU", help="the bundle range to cut")
     positions.add_argument(

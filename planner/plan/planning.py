@@ -15,8 +15,8 @@ from typing import Any
 from planner.actions import ActionKind
 from planner.errors import InputError
 from planner.plan.balance import balance_report, transfer_balance_report
-from planner.plan.bundles import range_equally_divide, topic_count_equally_divide
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
+from planner.plan.bundles.registry import split_algorithm
 from planner.plan.bundles.split import can_split
 from planner.plan.document import PairEvaluation, PlanDocument, PlannedAction
 from planner.plan.extensible import bundles_to_split
@@ -44,13 +44,9 @@ def _split_action(
 ) -> PlannedAction:
     """A split of `bundle` on `broker` by the configured algorithm, with its positions where the planner knows
     them (None: Pulsar computes them itself, from the topics it has loaded); `load` is its msg/s and bytes/s."""
-    name = BundleName.parse(bundle)
     algorithm = config.default_namespace_bundle_split_algorithm
-    positions: list[int] | None = None
-    if algorithm == range_equally_divide.NAME:
-        positions = range_equally_divide.split_positions(name.range)
-    elif algorithm == topic_count_equally_divide.NAME and bundle in topics_by_bundle:
-        positions = topic_count_equally_divide.split_positions(name.range, topics_by_bundle[bundle])
+    known = split_algorithm(algorithm)
+    positions = known.planned_positions(BundleName.parse(bundle).range, topics_by_bundle.get(bundle)) if known else None
     return PlannedAction(
         kind="split",
         bundle=bundle,

@@ -26,14 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
-from planner.plan.bundles import (
-    flow_or_qps_equally_divide,
-    range_equally_divide,
-    specified_positions_divide,
-    topic_count_equally_divide,
-)
 from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.plan.bundles.registry import split_algorithm
+from planner.plan.bundles.split_algorithm import SplitInputs, TopicLoad
 from planner.plan.extensible import bundles_to_split
 from planner.plan.placement.extensible_least_resource_usage import best_brokers
 from planner.plan.planning import make_plan
@@ -108,28 +104,21 @@ def owned_topics(case: dict[str, Any]) -> list[dict[str, Any]]:
 
 def split_positions(case: dict[str, Any], version: str) -> dict[str, Any]:
     bundle = BundleRange.parse(case["bundle"])
-    topics = owned_topics(case)
-    names = [topic["name"] for topic in topics]
-    algorithm = case["algorithm"]
+    topics = [
+        TopicLoad(
+            topic["name"],
+            topic.get("msgRateIn", 0.0) + topic.get("msgRateOut", 0.0),
+            topic.get("msgThroughputIn", 0.0) + topic.get("msgThroughputOut", 0.0),
+        )
+        for topic in owned_topics(case)
+    ]
+    algorithm = split_algorithm(case["algorithm"])
+    assert algorithm is not None, case["algorithm"]
     try:
-        if algorithm == range_equally_divide.NAME:
-            positions = range_equally_divide.split_positions(bundle)
-        elif algorithm == topic_count_equally_divide.NAME:
-            positions = topic_count_equally_divide.split_positions(bundle, names)
-        elif algorithm == specified_positions_divide.NAME:
-            positions = specified_positions_divide.split_positions(
-                bundle, case.get("positions"), names, force=case.get("force", False)
-            )
-        else:
-            loads = [
-                flow_or_qps_equally_divide.TopicLoad(
-                    topic["name"],
-                    topic.get("msgRateIn", 0.0) + topic.get("msgRateOut", 0.0),
-                    topic.get("msgThroughputIn", 0.0) + topic.get("msgThroughputOut", 0.0),
-                )
-                for topic in topics
-            ]
-            positions = flow_or_qps_equally_divide.split_positions(bundle, loads, config_for(case, version))
+        config = config_for(case, version)
+        positions = algorithm.positions(
+            SplitInputs(bundle, topics, config, case.get("positions"), case.get("force", False))
+        )
     except InputError as error:
         return {"error": str(error)}
     return {"positions": positions or None}
@@ -346,7 +335,8 @@ def expected_positions(case: dict[str, Any], java: dict[str, Any]) -> list[int] 
     """
     positions = java["positions"] or None
     bundle = BundleRange.parse(case["bundle"])
-    if case["algorithm"] not in (topic_count_equally_divide.NAME, flow_or_qps_equally_divide.NAME):
+    algorithm = split_algorithm(case["algorithm"])
+    if algorithm is None or algorithm.pulsar_checks_positions:
         return positions
     if positions and not all(bundle.lower < position < bundle.upper for position in positions):
         return None

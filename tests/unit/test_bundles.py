@@ -22,8 +22,8 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
     initial_boundaries,
     topic_hash,
 )
-from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
 from planner.plan.bundles.split import apply_split, can_split, equal_positions
+from planner.plan.bundles.split_algorithm import TopicLoad
 from planner.pulsar.bundle_range import BundleName, BundleNameError, BundleRange
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import NamespaceBundleStats

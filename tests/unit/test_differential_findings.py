@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.plan.bundles import flow_or_qps_equally_divide
-from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.bundles.split_algorithm import TopicLoad
 from planner.plan.shedding import avg_shedder, threshold_shedder, uniform_load_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderState
 from planner.plan.shedding.threshold_shedder import ThresholdShedderState

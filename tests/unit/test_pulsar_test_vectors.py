@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from planner.plan.bundles import flow_or_qps_equally_divide, range_equally_divide, topic_count_equally_divide
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
-from planner.plan.bundles.flow_or_qps_equally_divide import TopicLoad
+from planner.plan.bundles.split_algorithm import TopicLoad
 from planner.plan.shedding import avg_shedder, overload_shedder, uniform_load_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderState
 from planner.pulsar.bundle_range import BundleRange

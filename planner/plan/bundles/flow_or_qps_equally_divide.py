@@ -9,22 +9,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_hash
+from planner.plan.bundles.split_algorithm import SplitInputs, TopicLoad
 from planner.pulsar.bundle_range import BundleRange
 from planner.pulsar.config import MIB, PulsarConfig
 
 NAME = "flow_or_qps_equally_divide"
-
-
-@dataclass(frozen=True, slots=True)
-class TopicLoad:
-    """A loaded topic's current traffic: message rate (in + out) and throughput (in + out, bytes/s)."""
-
-    name: str
-    msg_rate: float = 0.0
-    throughput: float = 0.0
 
 
 def split_positions(bundle: BundleRange, topics: Sequence[TopicLoad], config: PulsarConfig) -> list[int]:
@@ -64,3 +55,16 @@ def split_positions(bundle: BundleRange, topics: Sequence[TopicLoad], config: Pu
             throughput += topic.throughput
     # Pulsar does not check this and its split then fails as a whole; the planner plans no split instead.
     return positions if all(bundle.lower < position < bundle.upper for position in positions) else []
+
+
+class FlowOrQpsEquallyDivide:
+    name = NAME
+    takes_requested_positions = False
+    runs_only_as_default = True
+    pulsar_checks_positions = False
+
+    def positions(self, inputs: SplitInputs) -> list[int]:
+        return split_positions(inputs.bundle, inputs.topics, inputs.config)
+
+    def planned_positions(self, bundle: BundleRange, topics: Sequence[str] | None) -> list[int] | None:
+        return None  # the broker cuts by its topics' traffic as it splits, which a plan does not know

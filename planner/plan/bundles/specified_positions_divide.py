@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.errors import InputError
+from planner.plan.bundles.split_algorithm import SplitInputs
 from planner.pulsar.bundle_range import BundleRange
 
 NAME = "specified_positions_divide"
@@ -22,3 +23,16 @@ def split_positions(
     if not force and len(topics) <= 1:
         return []
     return sorted(position for position in positions if bundle.lower < position < bundle.upper)
+
+
+class SpecifiedPositionsDivide:
+    name = NAME
+    takes_requested_positions = True
+    runs_only_as_default = False
+    pulsar_checks_positions = True  # it drops the positions outside the range
+
+    def positions(self, inputs: SplitInputs) -> list[int]:
+        return split_positions(inputs.bundle, inputs.requested, inputs.topic_names, force=inputs.force)
+
+    def planned_positions(self, bundle: BundleRange, topics: Sequence[str] | None) -> list[int] | None:
+        return None  # the load manager's own splits name none: the plan leaves them to the broker
