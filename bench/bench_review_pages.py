@@ -17,13 +17,15 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan
 from planner.audit.review.app import URL_PREFIX, create_app
+from planner.lifecycle import Decision
+from planner.plan.document import PlanDocument
 from planner.plan.planning import make_plan
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import load_data_from_json
+from planner.store.approvals import record_decision
 from planner.store.database import Store
+from planner.store.plans import commit_plan
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "load-data.json"
 CLUSTERS = ("east", "west", "north", "south")
@@ -39,16 +41,15 @@ def fill(store: Store, plans: int) -> None:
         cluster = CLUSTERS[index % len(CLUSTERS)]
         committed = commit_plan(
             store,
-            {**document, "cluster": cluster},
+            PlanDocument.parse({**document, "cluster": cluster}, "plan"),
             admin_url=f"http://{cluster}:8080",
             run_key=f"bench-{index}",
             expected_version=versions[cluster],
         )
         versions[cluster] = committed.state_version
         if index % 3 == 0:
-            record_decision(
-                store, committed.plan_id, approved=index % 2 == 0, approver="bench", approved_hash=plan.actions_hash
-            )
+            decision = Decision.APPROVED if index % 2 == 0 else Decision.REJECTED
+            record_decision(store, committed.plan_id, decision, approver="bench", approved_hash=plan.actions_hash)
     print(f"filled {plans:,} plans in {time.perf_counter() - started:.1f} s")
 
 

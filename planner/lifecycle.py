@@ -61,6 +61,18 @@ PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType(
 EXECUTABLE_PLAN_STATUSES = frozenset({PlanStatus.APPROVED, PlanStatus.EXECUTING, PlanStatus.PARTIAL})
 
 
+class Decision(StrEnum):
+    """A reviewer's or policy's decision on a plan, as its approval row records it: the plan moves to the status of
+    the same name."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+    @property
+    def plan_status(self) -> PlanStatus:
+        return PlanStatus(self.value)
+
+
 class AttemptStatus(StrEnum):
     SENDING = "sending"  # committed before the request leaves: it may be in flight
     SENT = "sent"  # the broker accepted the request; the outcome is being verified

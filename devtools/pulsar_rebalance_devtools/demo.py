@@ -24,12 +24,14 @@ from typing import Any
 
 from planner import progress
 from planner.airflow.dags import DAG_FILE
-from planner.audit.plan_records import list_plans, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect
+from planner.lifecycle import PlanStatus
 from planner.samples.dataset import snapshot_broker_load
 from planner.settings import planner_home
 from planner.store.database import Store
+from planner.store.plans import list_plans
 from pulsar_rebalance_devtools import local_cluster
 from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 
@@ -216,16 +218,17 @@ def run_demo(approve: bool, brokers: int = 3, port: int = 8080) -> dict[str, Any
         after = settled_snapshot(client, store, home)
         name = cluster["cluster"]
         [latest] = list_plans(store, name, limit=1)
-        plan = show_plan(store, latest["id"])
-        executed = run["tasks"].get("execute") == "success" and plan["status"] == "executed"
-        print(json.dumps({"plan": plan["id"], "status": plan["status"], "actions": plan["actions"]}, indent=2))
+        plan = show_plan(store, latest.id)
+        actions = plan.to_json()["actions"]
+        executed = run["tasks"].get("execute") == "success" and plan.status is PlanStatus.EXECUTED
+        print(json.dumps({"plan": plan.id, "status": plan.status.value, "actions": actions}, indent=2))
         rates_before = _load(home, name, before.snapshot_id, "msgRate")
         rates_after = _load(home, name, after.snapshot_id, "msgRate")
         print(closing_table(rates_before, rates_after), flush=True)
         return {
-            "plan": plan["id"],
-            "actions": len(plan["actions"]),
-            "executed": len(plan["actions"]) if executed else 0,
+            "plan": plan.id,
+            "actions": len(actions),
+            "executed": len(actions) if executed else 0,
             "msgRateBefore": rates_before,
             "msgRateAfter": rates_after,
         }

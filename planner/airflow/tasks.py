@@ -22,9 +22,20 @@ from planner.airflow import notifications
 from planner.airflow.gate_text import approval_request_markdown, plan_subject, plan_summary_markdown
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
 from planner.airflow.notifications import PlanEvent, PlanMessage
-from planner.approval.decisions import (
-    POLICY_SOURCE,
-    approve_by_policies,
+from planner.approval.decisions import POLICY_SOURCE, approve_by_policies
+from planner.audit.plan_records import show_plan
+from planner.audit.review.app import URL_PREFIX
+from planner.collect.collector import collect
+from planner.errors import InputError
+from planner.execute.executor import execute_plan
+from planner.lifecycle import Decision, PlanStatus
+from planner.orchestrate.rollback import ROLLBACK, plan_rollback
+from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
+from planner.plan.document import JobResult, PlanDocument, PlanSummary
+from planner.plan.maintenance import MaintenanceRequest
+from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
+from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
+from planner.store.approvals import (
     record_approval_request,
     record_decision,
     recorded_decision,
@@ -32,20 +43,10 @@ from planner.approval.decisions import (
     refuse_execution,
     requested_hash,
 )
-from planner.audit.plan_records import plan_for_run, record_measurement, show_plan
-from planner.audit.review.app import URL_PREFIX
-from planner.collect.collector import collect
-from planner.errors import InputError
-from planner.execute.executor import execute_plan
-from planner.lifecycle import PlanStatus
-from planner.orchestrate.rollback import ROLLBACK, plan_rollback
-from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
-from planner.plan.document import JobResult, PlanDocument, PlanSummary
-from planner.plan.maintenance import MaintenanceRequest
-from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
-from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
+from planner.store.audit_log import record_events
 from planner.store.database import Store
 from planner.store.models import audit_event
+from planner.store.plans import plan_for_run, record_measurement
 
 HITL_SOURCE = "airflow-hitl"  # where a person's answer at the gate came from (policies: POLICY_SOURCE)
 
@@ -71,16 +72,16 @@ def notify_plan(cluster: str, run_id: str, event: PlanEvent, context: Any, detai
     fails is audited (`plan.notification-failed`), and the task goes on."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
-    plan = PlanDocument.parse(show_plan(planner_store, plan_id), f"stored plan {plan_id}")
+    plan = show_plan(planner_store, plan_id).checked_document()
     message = PlanMessage(event, cluster, plan_id, plan_subject(plan), plan_url(plan_id), tuple(details))
     failed = notifications.send(message, context)
     if failed:
-        with planner_store.session() as session:
-            session.add(
-                audit_event(
-                    cluster, "airflow:notify", "plan.notification-failed", plan=plan_id, notice=event, channels=failed
-                )
-            )
+        record_events(
+            planner_store,
+            audit_event(
+                cluster, "airflow:notify", "plan.notification-failed", plan=plan_id, notice=event, channels=failed
+            ),
+        )
     return message
 
 
@@ -146,7 +147,7 @@ def commit_rollback(cluster: str, plan_id: int | None, run_id: str) -> dict[str,
     if plan_id is None:
         raise InputError(f'run {run_id}: trigger the rollback DAG with the plan to roll back, e.g. {{"plan": 12}}')
     planner_store = store()
-    if show_plan(planner_store, plan_id)["cluster"] != cluster:
+    if show_plan(planner_store, plan_id).cluster != cluster:
         raise InputError(f"plan {plan_id} is not a plan of cluster {cluster!r}")
     with PulsarAdminHook.for_cluster(cluster).get_conn() as client:
         committed, plan = plan_rollback(
@@ -190,7 +191,7 @@ def request_approval(cluster: str, run_id: str) -> ApprovalRequest:
     store (never from XCom), and a record of which action hash that is: the decision will bind exactly it."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
-    plan = PlanDocument.parse(show_plan(planner_store, plan_id), f"stored plan {plan_id}")
+    plan = show_plan(planner_store, plan_id).checked_document()
     subject = f"{plan_subject(plan)} (plan {plan_id})"
     recorded = recorded_decision(planner_store, plan_id)
     if recorded is not None and recorded.source == POLICY_SOURCE:  # a retried gate: the policy approved already
@@ -231,7 +232,7 @@ def record_gate_decision(
     record_decision(
         planner_store,
         plan_id,
-        approved="Approve" in chosen,
+        Decision.APPROVED if "Approve" in chosen else Decision.REJECTED,
         approver=(responder or {}).get("name"),
         approver_id=(responder or {}).get("id"),
         approved_hash=requested_hash(planner_store, plan_id),
@@ -261,8 +262,8 @@ def execute_approved(
     if decision is None or decision.source not in (HITL_SOURCE, POLICY_SOURCE):
         refuse_execution(planner_store, plan_id, "the approval gate recorded no decision", claimed=claimed)
         raise InputError(f"plan {plan_id}: the approval gate recorded no decision; refusing to execute")
-    if decision.decision != "approved":
-        return {"plan": plan_id, "status": "rejected"}
+    if decision.decision is not Decision.APPROVED:
+        return {"plan": plan_id, "status": Decision.REJECTED.value}
     admin = PulsarAdminHook.for_cluster(cluster)
     executor_settings = _executor_settings(admin, run_id, overrides)
     with admin.get_conn() as client:
@@ -297,28 +298,26 @@ def execution_wait(cluster: str, run_id: str, overrides: Mapping[str, Any] | Non
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
-    if decision is None or decision.decision != "approved":
+    if decision is None or decision.decision is not Decision.APPROVED:
         return None
     now = datetime.now(UTC)
     opening = next_opening(decision.binding.windows, now)
     if opening is None:
         return None
     ttl = decision.binding.bound(_executor_settings(PulsarAdminHook.for_cluster(cluster), run_id, overrides)).ttl
-    expires = datetime.fromisoformat(show_plan(planner_store, plan_id)["createdAt"]) + ttl
-    if expires.tzinfo is None:
-        expires = expires.replace(tzinfo=UTC)
+    expires = show_plan(planner_store, plan_id).created_at_utc + ttl
     if opening > expires:
-        with planner_store.session() as session:
-            session.add(
-                audit_event(
-                    cluster,
-                    "airflow:window",
-                    "plan.window-missed",
-                    plan=plan_id,
-                    opens=opening.isoformat(),
-                    expires=expires.isoformat(),
-                )
-            )
+        record_events(
+            planner_store,
+            audit_event(
+                cluster,
+                "airflow:window",
+                "plan.window-missed",
+                plan=plan_id,
+                opens=opening.isoformat(),
+                expires=expires.isoformat(),
+            ),
+        )
         raise InputError(
             f"plan {plan_id} expires at {expires:%Y-%m-%d %H:%M} UTC (executor ttl {ttl}), before the next "
             f"execution window opens at {opening:%Y-%m-%d %H:%M} UTC: raise the executor's ttl or widen the windows"
@@ -346,15 +345,16 @@ def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, 
     plan_id = _run_plan(planner_store, cluster, run_id)
     decision = recorded_decision(planner_store, plan_id)
     if decision is None:
-        return {"plan": plan_id, "status": show_plan(planner_store, plan_id)["status"], "decision": None}
-    if decision.decision != "approved":
-        return {"plan": plan_id, "status": "rejected", "by": decision.approver or "timeout"}
+        return {"plan": plan_id, "status": show_plan(planner_store, plan_id).status.value, "decision": None}
+    if decision.decision is not Decision.APPROVED:
+        return {"plan": plan_id, "status": Decision.REJECTED.value, "by": decision.approver or "timeout"}
     after = _collect_fresh_reports(cluster, since_millis=int(time.time() * 1000))
     measured = snapshot_broker_load(planner_settings(airflow=True).storage_root, cluster, after["snapshot"])
     record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
-    plan = show_plan(planner_store, plan_id)
-    ended = {PlanStatus.EXECUTED: PlanEvent.EXECUTED, PlanStatus.PARTIAL: PlanEvent.PARTIAL}
-    notice = ended.get(PlanStatus(plan["status"]), PlanEvent.NOT_EXECUTED)
-    details = [f"Status {plan['status']}; the load measured again is in snapshot {after['snapshot']}."]
+    status = show_plan(planner_store, plan_id).status
+    notice = {PlanStatus.EXECUTED: PlanEvent.EXECUTED, PlanStatus.PARTIAL: PlanEvent.PARTIAL}.get(
+        status, PlanEvent.NOT_EXECUTED
+    )
+    details = [f"Status {status.value}; the load measured again is in snapshot {after['snapshot']}."]
     notify_plan(cluster, run_id, notice, context or {}, details)
-    return {"plan": plan_id, "status": plan["status"], "snapshotAfter": after["snapshot"]}
+    return {"plan": plan_id, "status": status.value, "snapshotAfter": after["snapshot"]}

@@ -28,15 +28,16 @@ if TYPE_CHECKING:
 
 def command_approve(args: argparse.Namespace) -> None:
     """A decision recorded in the store, for teams that run the planner without Airflow's approval gate."""
-    from planner.approval.decisions import approve_by_policies, os_user_approver, record_decision
+    from planner.approval.decisions import approve_by_policies, os_user_approver
     from planner.audit.plan_records import show_plan
-    from planner.plan.document import PlanDocument
+    from planner.lifecycle import Decision
+    from planner.store.approvals import record_decision
 
     if args.by_policy:
         if args.reject or args.as_name or args.expect_hash:
             raise InputError("--by-policy: the policies decide; --reject, --as and --expect-hash are for a person")
         policies = planner_settings().approval_policies
-        stored = PlanDocument.parse(show_plan(open_store(args), args.plan_id), f"stored plan {args.plan_id}")
+        stored = show_plan(open_store(args), args.plan_id).checked_document()
         now = datetime.now(UTC)
         decision = approve_by_policies(open_store(args), args.plan_id, stored, policies, now, record=not args.dry_run)
         if decision.approved_by is None and not args.dry_run:
@@ -48,22 +49,22 @@ def command_approve(args: argparse.Namespace) -> None:
     os_user = getpass.getuser()
     plan = show_plan(open_store(args), args.plan_id)
     name = os_user_approver(open_store(args), args.plan_id, planner_settings().approvers, os_user, args.as_name)
-    if args.expect_hash and args.expect_hash != plan["actionsHash"]:
+    if args.expect_hash and args.expect_hash != plan.actions_hash:
         raise InputError(
-            f"plan {args.plan_id}: its actions hash is {plan['actionsHash']}, not the reviewed {args.expect_hash}"
+            f"plan {args.plan_id}: its actions hash is {plan.actions_hash}, not the reviewed {args.expect_hash}"
         )
+    decision = Decision.REJECTED if args.reject else Decision.APPROVED
     record_decision(
         open_store(args),
         args.plan_id,
-        approved=not args.reject,
+        decision,
         approver=name,
         approver_id=f"{OS_USER_PREFIX}{os_user}",
-        approved_hash=plan["actionsHash"],
+        approved_hash=plan.actions_hash,
         source="cli",
         actor=f"cli:{os_user}" + (f" as {args.as_name}" if args.as_name else ""),
     )
-    decision = "rejected" if args.reject else "approved"
-    print_json({"plan": args.plan_id, "decision": decision, "approver": name, "osUser": os_user})
+    print_json({"plan": args.plan_id, "decision": decision.value, "approver": name, "osUser": os_user})
 
 
 # `execute` options → executor settings; they override the configured ones (planner/settings.py).
@@ -98,7 +99,7 @@ def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -
     the clusters file; a URL of another cluster is refused."""
     from planner.audit.plan_records import show_plan
 
-    plan_cluster = show_plan(store, plan_id)["cluster"]
+    plan_cluster = show_plan(store, plan_id).cluster
     if args.cluster and args.cluster != plan_cluster:
         raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
     if not args.cluster and not args.admin_url:

@@ -68,13 +68,15 @@ def plan_id(text: str) -> int:
 def command_plan_show(args: argparse.Namespace) -> None:
     from planner.audit.plan_records import show_plan
 
-    print_json(show_plan(open_store(args), args.plan_id))
+    print_json(show_plan(open_store(args), args.plan_id).to_json())
 
 
 def command_plan_list(args: argparse.Namespace) -> None:
-    from planner.audit.plan_records import list_plans
+    from planner.store.plans import list_plans
 
-    print_json({"plans": list_plans(open_store(args), args.cluster, args.status, args.limit)})
+    status = PlanStatus(args.status) if args.status else None
+    plans = list_plans(open_store(args), args.cluster, status, args.limit)
+    print_json({"plans": [plan.to_json() for plan in plans]})
 
 
 def command_plans(args: argparse.Namespace) -> None:

@@ -29,17 +29,17 @@ def command_collect(args: argparse.Namespace) -> None:
 
 
 def command_snapshots(args: argparse.Namespace) -> None:
-    from planner.collect.collector import list_snapshots
+    from planner.store.snapshots import list_snapshots
 
     rows = list_snapshots(open_store(args), args.cluster, limit=args.limit)
     if args.format == "json":
-        print_json({"snapshots": rows})
+        print_json({"snapshots": [row.to_json() for row in rows]})
         return
     print(f"{'id':>8}  {'cluster':<20} {'taken at (UTC)':<20} {'brokers':>7} {'bundles':>8}  partial")
     for row in rows:
         print(
-            f"{row['id']:>8}  {row['cluster']:<20} {row['takenAt'][:19]:<20} {row['brokers']:>7} "
-            f"{row['bundles']:>8}  {'yes' if row['partial'] else 'no'}"
+            f"{row.id:>8}  {row.cluster:<20} {row.taken_at.isoformat()[:19]:<20} {row.brokers:>7} "
+            f"{row.bundles:>8}  {'yes' if row.partial else 'no'}"
         )
 
 

@@ -33,15 +33,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
-from sqlalchemy.orm import Session
-
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.extensible import broker_load
-from planner.errors import InputError, NotFoundError
+from planner.errors import InputError
 from planner.failpoints import failpoint
-from planner.lifecycle import SnapshotStatus, advance
+from planner.lifecycle import SnapshotStatus
 from planner.names import check_cluster_name
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, is_extensible_load_manager
@@ -57,7 +54,20 @@ from planner.samples.dataset import read_samples, sample_path, snapshot_tables, 
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
-from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, as_utc, audit_event
+from planner.store.models import as_utc
+from planner.store.snapshots import (
+    NewSnapshot,
+    abandon_snapshot,
+    publish_snapshot,
+    published_snapshot,
+    published_snapshots,
+    recently_unloaded_bundles,
+    renew_heartbeat,
+    snapshot_status,
+    stage_snapshot,
+    stale_snapshot_ids,
+    unpublished_snapshot_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -113,40 +123,16 @@ def snapshot_files(root: str | Path, cluster: str, snapshot_id: int, taken_at: d
     return [(staged(uri), uri) for uri in published]
 
 
-def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
-    """Snapshot ids readers must skip: staged (being written, or left by a killed collect) and abandoned."""
-    with store.session() as session:
-        return list(
-            session.scalars(
-                select(Snapshot.id)
-                .join(Cluster)
-                .where(Cluster.name == cluster, Snapshot.status != SnapshotStatus.PUBLISHED.value)
-                .order_by(Snapshot.id)
-            )
-        )
-
-
 def snapshot_reports(store: Store, cluster: str, after: datetime, until: datetime) -> SnapshotReports:
     """The cluster's published snapshots taken after `after`, up to `until`, and per broker those it is missing
     from: what the Spark job places each sample by (`planner.samples.reports`)."""
-    with store.session() as session:
-        rows = session.execute(
-            select(Snapshot.id, Snapshot.taken_at, Snapshot.missing_brokers)
-            .join(Cluster)
-            .where(
-                Cluster.name == cluster,
-                Snapshot.status == SnapshotStatus.PUBLISHED.value,
-                Snapshot.taken_at > after,
-                Snapshot.taken_at <= until,
-            )
-            .order_by(Snapshot.id)
-        ).all()
+    snapshots = published_snapshots(store, cluster, after=after, until=until)
     missing: dict[str, list[int]] = defaultdict(list)
-    for snapshot_id, _, brokers in rows:
-        for broker in brokers or {}:
-            missing[broker].append(snapshot_id)
+    for snapshot in snapshots:
+        for broker in snapshot.missing_brokers:
+            missing[broker].append(snapshot.id)
     return SnapshotReports(
-        snapshots=[(snapshot_id, int(as_utc(taken_at).timestamp() * 1000)) for snapshot_id, taken_at, _ in rows],
+        snapshots=[(snapshot.id, int(as_utc(snapshot.taken_at).timestamp() * 1000)) for snapshot in snapshots],
         missing=dict(missing),
     )
 
@@ -155,11 +141,6 @@ def _delete_snapshot_files(root: str | Path, cluster: str, snapshot_id: int, tak
     for staged_uri, published_uri in snapshot_files(root, cluster, snapshot_id, taken_at):
         storage.delete(staged_uri)
         storage.delete(published_uri)
-
-
-def _last_alive() -> ColumnElement[Any]:
-    """When a staged row's collect was last known alive (rows staged before heartbeats: when it began)."""
-    return func.coalesce(Snapshot.heartbeat_at, Snapshot.taken_at)
 
 
 def _abandon(
@@ -177,21 +158,14 @@ def _abandon(
     One conditional UPDATE decides, so of two abandoners, or an abandoner and the collect renewing or publishing
     the row, one wins; returns whether this call did. The files are deleted before that commits: a kill in
     between leaves the row staged, for the next collect to abandon again."""
-    abandoned = advance(SnapshotStatus.STAGED, SnapshotStatus.ABANDONED, f"snapshot {snapshot_id}").value
-    still_staged = [Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value]
-    if last_alive_before is not None:
-        still_staged.append(_last_alive() < last_alive_before)
-    with store.session() as session:
-        won = session.execute(
-            update(Snapshot).where(*still_staged).values(status=abandoned).execution_options(synchronize_session=False)
-        ).rowcount
-        if won != 1:
-            return False
-        snapshot = session.get(Snapshot, snapshot_id)
-        cluster = snapshot.cluster.name
-        _delete_snapshot_files(root, cluster, snapshot_id, snapshot.taken_at)
-        session.add(audit_event(cluster, actor, "snapshot.abandoned", snapshot=snapshot_id, reason=reason))
-    return True
+    return abandon_snapshot(
+        store,
+        snapshot_id,
+        actor,
+        reason,
+        lambda cluster, taken_at: _delete_snapshot_files(root, cluster, snapshot_id, taken_at),
+        last_alive_before=last_alive_before,
+    )
 
 
 def abandon_stale_snapshots(
@@ -200,19 +174,7 @@ def abandon_stale_snapshots(
     """Abandon the cluster's staged snapshots whose collect was last known alive more than `older_than` ago (left
     by collects that were killed); returns those this call abandoned."""
     cutoff = datetime.now(UTC) - older_than
-    with store.session() as session:
-        candidates = list(
-            session.scalars(
-                select(Snapshot.id)
-                .join(Cluster)
-                .where(
-                    Cluster.name == cluster,
-                    Snapshot.status == SnapshotStatus.STAGED.value,
-                    _last_alive() < cutoff,
-                )
-                .order_by(Snapshot.id)
-            )
-        )
+    candidates = stale_snapshot_ids(store, cluster, cutoff)
     reason = f"its collect was last known alive more than {older_than} ago: it died"
     # Each is checked again as it is abandoned: its collect may have renewed it since, or another abandoned it.
     return [
@@ -220,20 +182,6 @@ def abandon_stale_snapshots(
         for snapshot_id in candidates
         if _abandon(store, root, snapshot_id, actor, reason, last_alive_before=cutoff)
     ]
-
-
-def _renew_heartbeat(store: Store, snapshot_id: int) -> bool:
-    """Record that the collect of a staged snapshot is alive; False once the row is no longer staged."""
-    with store.session() as session:
-        return (
-            session.execute(
-                update(Snapshot)
-                .where(Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value)
-                .values(heartbeat_at=datetime.now(UTC))
-                .execution_options(synchronize_session=False)
-            ).rowcount
-            == 1
-        )
 
 
 class _Heartbeat:
@@ -258,7 +206,7 @@ class _Heartbeat:
     def _beat(self) -> None:
         while not self._stopped.wait(self._every):
             try:
-                if not _renew_heartbeat(self._store, self.snapshot_id):
+                if not renew_heartbeat(self._store, self.snapshot_id):
                     self._lost.set()
                     return
             except Exception as error:  # the next beat tries again: abandonment needs several missed in a row
@@ -277,18 +225,6 @@ def _write_archive(uri: str, document: dict[str, Any]) -> None:
 def read_archive(location: str) -> dict[str, Any]:
     """A snapshot's archive, by the URI (or, for snapshots taken before storage URIs, the path) its row keeps."""
     return json.loads(gzip.decompress(storage.read_bytes(location, "snapshot archive")))
-
-
-def cluster_row(session: Session, name: str, admin_url: str) -> Cluster:
-    """The cluster's row, registered on first use; its admin URL follows the latest configuration."""
-    cluster = session.scalar(select(Cluster).where(Cluster.name == name))
-    if cluster is None:
-        cluster = Cluster(name=name, admin_url=admin_url)
-        session.add(cluster)
-        session.flush()
-    elif cluster.admin_url != admin_url:
-        cluster.admin_url = admin_url
-    return cluster
 
 
 def collect(
@@ -357,26 +293,9 @@ def collect(
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
     abandon_stale_snapshots(store, root, cluster, older_than=stale_after, actor=actor)
-    with store.session() as session:
-        snapshot = Snapshot(
-            cluster_id=cluster_row(session, cluster, client.admin_url).id,
-            taken_at=taken_at,
-            brokers=len(reports),
-            bundles=bundle_count,
-            partial=bool(missing),
-            missing_brokers=missing,
-            load_manager=load_manager,
-            archive_path="",
-            leader=leader,
-            status=advance(None, SnapshotStatus.STAGED, "a new snapshot").value,
-            # Alive now, however long the fetch took since taken_at.
-            heartbeat_at=datetime.now(UTC),
-        )
-        session.add(snapshot)
-        session.flush()
-        snapshot_id = snapshot.id
-        files = snapshot_files(root, cluster, snapshot_id, taken_at)
-        snapshot.archive_path = files[0][1]
+    new = NewSnapshot(cluster, client.admin_url, taken_at, len(reports), bundle_count, missing, load_manager, leader)
+    snapshot_id = stage_snapshot(store, new, lambda staged_id: snapshot_files(root, cluster, staged_id, taken_at)[0][1])
+    files = snapshot_files(root, cluster, snapshot_id, taken_at)
     failpoint("collector.row-staged")
     try:
         with _Heartbeat(store, snapshot_id, stale_after / HEARTBEATS_PER_STALE_AGE) as heartbeat:
@@ -410,9 +329,7 @@ def _after_losing_the_row(
     the snapshot's id, which nobody reuses, so it deletes them; the failure says why (a move of a file the
     abandoner deleted fails with FileNotFoundError). Published (the failure came after the commit): the files are
     the snapshot, and stay."""
-    with store.session() as session:
-        status = session.scalar(select(Snapshot.status).where(Snapshot.id == snapshot_id))
-    if status != SnapshotStatus.ABANDONED.value:
+    if snapshot_status(store, snapshot_id) is not SnapshotStatus.ABANDONED:
         return
     _delete_snapshot_files(root, cluster, snapshot_id, taken_at)
     if not isinstance(error, SnapshotAbandonedError | KeyboardInterrupt | SystemExit):
@@ -423,21 +340,8 @@ def _after_losing_the_row(
 
 def _publish(store: Store, snapshot_id: int, cluster: str, actor: str, *, brokers: int, missing: list[str]) -> None:
     """Mark the snapshot published, with its audit event, if it is still staged (still this collect's)."""
-    published = advance(SnapshotStatus.STAGED, SnapshotStatus.PUBLISHED, f"snapshot {snapshot_id}").value
-    with store.session() as session:
-        still_ours = session.execute(
-            update(Snapshot)
-            .where(Snapshot.id == snapshot_id, Snapshot.status == SnapshotStatus.STAGED.value)
-            .values(status=published)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if still_ours != 1:
-            raise SnapshotAbandonedError(
-                f"snapshot {snapshot_id} was abandoned by another collect before it was published"
-            )
-        session.add(
-            audit_event(cluster, actor, "snapshot.collected", snapshot=snapshot_id, brokers=brokers, missing=missing)
-        )
+    if not publish_snapshot(store, snapshot_id, cluster, actor, brokers=brokers, missing=missing):
+        raise SnapshotAbandonedError(f"snapshot {snapshot_id} was abandoned by another collect before it was published")
 
 
 @dataclass
@@ -507,20 +411,10 @@ def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> 
     reported now are dropped. Recently unloaded bundles come from the store, all of them: the
     planning cycle drops the expired ones with its own clock and grace period.
     """
-    with store.session() as session:
-        snapshot = session.get(Snapshot, snapshot_id)
-        if snapshot is None or snapshot.status != SnapshotStatus.PUBLISHED.value:
-            raise NotFoundError(f"unknown snapshot {snapshot_id}" + (f" (it is {snapshot.status})" if snapshot else ""))
-        cluster = snapshot.cluster.name
-        archive_path = snapshot.archive_path
-        missing = dict(snapshot.missing_brokers or {})
-        recent = {
-            row.bundle: row.unloaded_at_millis
-            for row in session.scalars(
-                select(RecentlyUnloaded).where(RecentlyUnloaded.cluster_id == snapshot.cluster_id)
-            )
-        }
-    archive = read_archive(archive_path)
+    snapshot = published_snapshot(store, snapshot_id)
+    cluster, missing = snapshot.cluster, snapshot.missing_brokers
+    recent = recently_unloaded_bundles(store, cluster)
+    archive = read_archive(snapshot.archive_path)
     # A report the collect refused is kept in the archive for audit; the snapshot counts that broker as missing,
     # and so does its LoadData, as Pulsar's leader goes on without a broker whose report it cannot read.
     for broker in sorted(missing):
@@ -559,30 +453,3 @@ def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> 
         bundle_data={bundle: data for bundle, data in averages.items() if bundle in current},
         recently_unloaded_bundles=recent,
     )
-
-
-def list_snapshots(store: Store, cluster: str | None = None, *, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest snapshots first, as plain records."""
-    with store.session() as session:
-        query = (
-            select(Snapshot, Cluster.name)
-            .join(Cluster)
-            .where(Snapshot.status == SnapshotStatus.PUBLISHED.value)
-            .order_by(Snapshot.id.desc())
-            .limit(limit)
-        )
-        if cluster:
-            query = query.where(Cluster.name == cluster)
-        return [
-            {
-                "id": snapshot.id,
-                "cluster": name,
-                "takenAt": snapshot.taken_at.isoformat(),
-                "brokers": snapshot.brokers,
-                "bundles": snapshot.bundles,
-                "partial": snapshot.partial,
-                "missingBrokers": sorted(snapshot.missing_brokers),
-                "loadManager": snapshot.load_manager,
-            }
-            for snapshot, name in session.execute(query)
-        ]

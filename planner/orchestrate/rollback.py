@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-
-from planner.audit.plan_records import CommitResult, commit_plan_once, read_state
+from planner.actions import ActionKind
 from planner.collect.admin_client import PulsarAdminClient
-from planner.errors import InputError, NotFoundError
+from planner.errors import InputError
 from planner.lifecycle import DONE_ATTEMPT_STATUSES, AttemptStatus
 from planner.plan.document import PlanDocument
+from planner.store.audit_log import record_events
+from planner.store.clusters import cluster_admin_url
 from planner.store.database import Store
-from planner.store.models import ActionExecution, Plan, PlanAction, audit_event
+from planner.store.models import audit_event
+from planner.store.plans import CommitResult, commit_plan_once, plan_record, read_state
 
 ROLLBACK = "rollback"
 # Outcomes after which the bundle left its source (PLACED_ELSEWHERE: for another broker than planned).
@@ -87,25 +88,21 @@ def inverse_plan(
 
 def executed_unloads(store: Store, plan_id: int) -> tuple[str, str, list[ExecutedUnload], int]:
     """The plan's cluster, admin URL, unloads with their outcome, and number of splits."""
-    with store.session() as session:
-        plan = session.get(Plan, plan_id)
-        if plan is None:
-            raise NotFoundError(f"unknown plan {plan_id}")
-        unloads, splits = [], 0
-        for action in session.scalars(select(PlanAction).where(PlanAction.plan_id == plan_id)):
-            if action.kind != "unload":
-                splits += 1
-                continue
-            statuses = session.scalars(select(ActionExecution.status).where(ActionExecution.action_id == action.id))
-            done = [AttemptStatus(status) for status in statuses if status in DONE_ATTEMPT_STATUSES]
-            # The plan's document keeps an unmeasured msg/s as null; the traffic column cannot (it holds 0.0 then).
-            traffic = (action.details or {}).get("msgRate")
-            unloads.append(
-                ExecutedUnload(
-                    action.bundle, action.source, action.destination or "", done[0] if done else None, traffic
-                )
-            )
-        return plan.cluster.name, plan.cluster.admin_url, sorted(unloads, key=lambda u: u.bundle), splits
+    plan = plan_record(store, plan_id)
+    unloads, splits = [], 0
+    for action in plan.actions:
+        runs = action.runs
+        if runs.kind != ActionKind.UNLOAD:
+            splits += 1
+            continue
+        done = [attempt.status for attempt in action.attempts if attempt.status in DONE_ATTEMPT_STATUSES]
+        # The plan's document keeps an unmeasured msg/s as null; the traffic column cannot (it holds 0.0 then).
+        traffic = action.planned.get("msgRate")
+        unloads.append(
+            ExecutedUnload(runs.bundle, runs.source, runs.destination or "", done[0] if done else None, traffic)
+        )
+    admin_url = cluster_admin_url(store, plan.cluster) or ""
+    return plan.cluster, admin_url, sorted(unloads, key=lambda u: u.bundle), splits
 
 
 def plan_rollback(
@@ -129,7 +126,9 @@ def plan_rollback(
         actor=actor,
     )
     if committed.created:
-        with store.session() as session:
-            session.add(audit_event(cluster, actor, "plan.rollback-planned", plan=plan_id, rollback=committed.plan_id))
-            session.add(audit_event(cluster, actor, "plan.rolls-back", plan=committed.plan_id, rollsBack=plan_id))
+        record_events(
+            store,
+            audit_event(cluster, actor, "plan.rollback-planned", plan=plan_id, rollback=committed.plan_id),
+            audit_event(cluster, actor, "plan.rolls-back", plan=committed.plan_id, rollsBack=plan_id),
+        )
     return committed, document

@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from planner import progress, storage
-from planner.audit.plan_records import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
-from planner.collect.collector import read_archive, snapshot_reports, unpublished_snapshot_ids
+from planner.collect.collector import read_archive, snapshot_reports
 from planner.durations import parse_duration
 from planner.errors import InputError
 from planner.lifecycle import SnapshotStatus
@@ -30,6 +29,8 @@ from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import is_extensible_load_manager
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
+from planner.store.plans import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
+from planner.store.snapshots import unpublished_snapshot_ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,11 @@ import time
 from collections.abc import Sequence
 
 from planner.actions import actions_hash
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, read_state
 from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.lifecycle import Decision
+from planner.plan.document import PlanDocument
+from planner.store.approvals import record_decision
+from planner.store.plans import commit_plan, read_state
 
 
 class CountingClient(PulsarAdminClient):
@@ -50,12 +52,12 @@ def approved(store, cluster, actions: Sequence[dict], approver: str = "alice") -
     plan = {"cluster": cluster["cluster"], "strategy": "AvgShedder", "actions": list(actions), "stateAfter": {}}
     committed = commit_plan(
         store,
-        plan,
+        PlanDocument.parse(plan, "plan"),
         admin_url=cluster["brokers"][0]["adminUrl"],
         run_key=f"t-{time.time()}",
         expected_version=read_state(store, cluster["cluster"], "AvgShedder").version,
     )
-    record_decision(store, committed.plan_id, approved=True, approver=approver, approved_hash=actions_hash(actions))
+    record_decision(store, committed.plan_id, Decision.APPROVED, approver=approver, approved_hash=actions_hash(actions))
     return committed.plan_id
 
 

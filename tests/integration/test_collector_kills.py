@@ -21,15 +21,15 @@ from planner.collect.collector import (
     SNAPSHOT_FILES,
     abandon_stale_snapshots,
     snapshot_files,
-    unpublished_snapshot_ids,
 )
 from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.orchestrate.runner import PlanRequest, cluster_inputs
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
 from planner.store.models import Snapshot
+from planner.store.snapshots import unpublished_snapshot_ids
 from pulsar_rebalance_devtools.traffic import BundleTraffic
-from spark_jobs.plan_job import read_table
+from spark_jobs.tables import read_table
 from tests.integration.test_exactly_once import _wait_stopped
 
 pytestmark = [pytest.mark.integration, pytest.mark.reliability, pytest.mark.spark]
@@ -67,9 +67,9 @@ def check_all_or_nothing(store, home, cluster_name, spark):
     assert set(hidden) == {snapshot_id for snapshot_id, status, _ in rows if status != "published"}
     if published:  # what the Spark job is told to skip
         inputs, _ = cluster_inputs(store, PlanRequest((cluster_name,), "AvgShedder", {}), datetime.now(UTC))
-        assert inputs[cluster_name]["excludedSnapshots"] == hidden
+        assert inputs[cluster_name].excluded_snapshots == hidden
         # and what it is told the files hold: the published snapshots only
-        assert [snapshot for snapshot, _ in inputs[cluster_name]["reports"]["snapshots"]] == sorted(published)
+        assert [snapshot for snapshot, _ in inputs[cluster_name].reports.snapshots] == sorted(published)
     for snapshot_id, status, taken_at in rows:
         files = snapshot_files(home, cluster_name, snapshot_id, taken_at)
         if status == "published":

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 import requests
 
-from planner.audit.plan_records import read_state, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
-from planner.collect.collector import collect, list_snapshots, load_data_for_snapshot
+from planner.collect.collector import collect, load_data_for_snapshot
 from planner.orchestrate.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import PulsarConfig
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
+from planner.store.plans import read_state
+from planner.store.snapshots import list_snapshots
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 
 pytestmark = pytest.mark.integration
@@ -78,7 +80,7 @@ def test_collect_matches_the_admin_api_and_plans_like_the_cli(pulsar_cluster, tr
     samples = read_samples(tmp_path, "bundles", result.cluster, up_to_snapshot=result.snapshot_id)
     sampled = {row["bundle"] for row in samples.to_pylist() if row["snapshot_id"] == result.snapshot_id}
     assert sampled == {bundle for report in data.brokers.values() for bundle in report.last_stats}
-    assert list_snapshots(store, result.cluster)[0]["id"] == result.snapshot_id
+    assert list_snapshots(store, result.cluster)[0].id == result.snapshot_id
 
     load_data_file = tmp_path / "load-data.json"
     cli = [sys.executable, "-m", "planner.cli"]
@@ -148,7 +150,7 @@ def test_the_spark_job_plans_from_the_real_clusters_snapshots(pulsar_cluster, tr
     assert commit.created and commit.state_version == 1
     assert {broker.broker for broker in plan.brokers} == {b["id"] for b in pulsar_cluster["brokers"]}
     shown = show_plan(store, commit.plan_id)
-    assert shown["snapshot"] == snapshots[-1].snapshot_id and shown["strategy"] == "AvgShedder"
+    assert shown.snapshot_id == snapshots[-1].snapshot_id and shown.document.strategy == "AvgShedder"
     assert read_state(store, pulsar_cluster["cluster"], "AvgShedder").version == 1
     client.close()
     store.dispose()

@@ -209,7 +209,7 @@ def test_killed_at_every_step_boundary_each_action_takes_effect_once(
         assert all(attempts[-1] in MOVED for attempts in statuses.values()), (point, statuses)
         events = [event.event for event in audit(store, plan_id)]
         assert events.count("plan.execution-finished") == 1 and "plan.claimed" in events, (point, events)
-        assert show_plan(store, plan_id)["status"] == "executed"
+        assert show_plan(store, plan_id).status == "executed"
         figures.append(f"{point}: {statuses} in {time.monotonic() - started:.0f} s")
     print("\nkilled at every step boundary, then rerun:\n  " + "\n  ".join(figures))
     store.dispose()

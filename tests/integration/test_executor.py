@@ -6,15 +6,17 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, show_plan
+from planner.audit.plan_records import show_plan
 from planner.errors import InputError
-from planner.execute.executor import execute_plan
-from planner.execute.live import LiveCluster
+from planner.execute.executor import _Cluster, execute_plan
+from planner.lifecycle import Decision
+from planner.plan.document import PlanDocument
 from planner.pulsar.bundle_range import BundleName
 from planner.settings import ExecutorSettings
+from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction, RecentlyUnloaded
+from planner.store.plans import commit_plan
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.executor_support import CountingClient, approved, approved_plan, owners, unload
 
@@ -44,7 +46,7 @@ def test_approved_unloads_land_on_their_destination_with_audit_rows(setup):
     assert report.status == "executed", report
     assert all(owners(client, cluster, bundles[:3]).get(b) == destination for b in bundles[:3])
     assert owners(client, cluster, bundles)[bundles[3]] == source
-    assert show_plan(store, plan_id)["status"] == "executed"
+    assert show_plan(store, plan_id).status == "executed"
     with store.session() as session:
         events = [e.event for e in session.scalars(select(AuditEvent).order_by(AuditEvent.id))]
         assert "plan.approved" in events and events.count("action.succeeded") == 3
@@ -72,7 +74,7 @@ def test_admin_failures_are_retried_boundedly_then_the_plan_stops_partial(setup)
     assert [report.results[i] for i in range(4)] == ["failed", "failed", "not-run", "not-run"]
     with store.session() as session:
         assert len(list(session.scalars(select(ActionExecution)))) == 4  # 2 actions x 2 attempts
-    assert show_plan(store, plan_id)["status"] == "partial"
+    assert show_plan(store, plan_id).status == "partial"
 
 
 def test_a_plan_needs_an_approval_of_its_exact_actions(setup):
@@ -89,14 +91,16 @@ def test_a_plan_needs_an_approval_of_its_exact_actions(setup):
         }
     ]
     plan = {"cluster": cluster["cluster"], "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
-    committed = commit_plan(store, plan, admin_url="http://x:1", run_key="exact", expected_version=0)
+    committed = commit_plan(
+        store, PlanDocument.parse(plan, "plan"), admin_url="http://x:1", run_key="exact", expected_version=0
+    )
     client = CountingClient(cluster["brokers"][0]["adminUrl"])
     with pytest.raises(InputError, match="not approved"):
         execute_plan(store, client, committed.plan_id, FAST)
     with pytest.raises(InputError, match="does not match"):
-        record_decision(store, committed.plan_id, approved=True, approver="bob", approved_hash="0" * 64)
-    record_decision(store, committed.plan_id, approved=False, approver="bob", approved_hash="0" * 64)
-    assert show_plan(store, committed.plan_id)["status"] == "rejected"
+        record_decision(store, committed.plan_id, Decision.APPROVED, approver="bob", approved_hash="0" * 64)
+    record_decision(store, committed.plan_id, Decision.REJECTED, approver="bob", approved_hash="0" * 64)
+    assert show_plan(store, committed.plan_id).status == "rejected"
     with pytest.raises(InputError, match="not approved"):
         execute_plan(store, client, committed.plan_id, FAST)
     assert client.unloads == []
@@ -133,7 +137,7 @@ def test_before_pulsar_4_2_a_second_destination_for_the_same_range_waits_until_t
     assert again.results == {0: "succeeded", 1: "succeeded"} and again.status == "executed", again
     assert client.unloads == bundles
     # The cluster's own release (4.2.4) keys destinations by full bundle name: no wait there.
-    assert not LiveCluster(CountingClient(pulsar_cluster["brokers"][0]["adminUrl"]), "c").destinations_keyed_by_range
+    assert not _Cluster(CountingClient(pulsar_cluster["brokers"][0]["adminUrl"]), "c").destinations_keyed_by_range
 
 
 def test_an_unload_without_a_destination_is_sent_as_such_and_pulsar_places_the_bundle(setup):

@@ -19,10 +19,11 @@ import pytest
 import requests
 
 from planner.collect.admin_client import PulsarAdminClient
-from planner.collect.collector import collect, list_snapshots
+from planner.collect.collector import collect
 from planner.pulsar.bundle_range import BundleRange
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER
 from planner.store.database import Store
+from planner.store.snapshots import list_snapshots
 from pulsar_rebalance_devtools import local_cluster
 from pulsar_rebalance_devtools.traffic import BundleTraffic, TrafficGenerator
 from tests.integration.conftest import TEST_TENANT, separate_cluster
@@ -111,7 +112,7 @@ def test_the_whole_cycle_transfers_bundles_on_the_extensible_load_manager(extens
             # A role that may not read the brokers' runtime configuration gets {}: their answers tell instead.
             client.runtime_configuration = dict  # type: ignore[method-assign]
             collect(client, store, Path(env["PULSAR_REBALANCE_HOME"]))
-        snapshots = list_snapshots(store, cluster["cluster"], limit=3)
+        snapshots = [snapshot.to_json() for snapshot in list_snapshots(store, cluster["cluster"], limit=3)]
         assert [snapshot["loadManager"] for snapshot in snapshots] == [EXTENSIBLE_LOAD_MANAGER] * 3
         for snapshot in snapshots:
             assert snapshot["brokers"] == 3 and snapshot["missingBrokers"] == [] and not snapshot["partial"]

@@ -10,12 +10,12 @@ import time
 import pytest
 from sqlalchemy import select
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import list_plans, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.execute.fence import fence_name, unfence
+from planner.lifecycle import Decision
 from planner.orchestrate.rollback import plan_rollback
 from planner.orchestrate.runner import PlanRequest, run_plan
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest
@@ -23,8 +23,10 @@ from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.load_manager_shared import is_pinned_namespace
 from planner.samples.dataset import samples_root, snapshot_broker_load
 from planner.settings import ExecutorSettings
+from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, PlanAction
+from planner.store.plans import list_plans
 from pulsar_rebalance_devtools import local_cluster
 from pulsar_rebalance_devtools.demo import run_plan_cycle, settled_snapshot
 from pulsar_rebalance_devtools.traffic import BundleTraffic
@@ -62,7 +64,7 @@ def plan_maintenance(store, tmp_path, spark, cluster, request, settings=None):
         clusters=(cluster,), strategy="AvgShedder", settings=settings or {}, history="1d", maintenance=request
     )
     [(commit, result)] = run_plan(store, samples_root(tmp_path), plan_request, spark=spark).values()
-    record_decision(store, commit.plan_id, approved=True, approver="alice", approved_hash=result.plan.actions_hash)
+    record_decision(store, commit.plan_id, Decision.APPROVED, approver="alice", approved_hash=result.plan.actions_hash)
     return commit.plan_id, result.plan
 
 
@@ -141,7 +143,9 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
 
     rollback_id, rollback = plan_rollback(store, client, plan_id, actor="test")
     assert rollback.maintenance.rolls_back == plan_id
-    record_decision(store, rollback_id.plan_id, approved=True, approver="alice", approved_hash=rollback.actions_hash)
+    record_decision(
+        store, rollback_id.plan_id, Decision.APPROVED, approver="alice", approved_hash=rollback.actions_hash
+    )
     undone = execute_plan(store, client, rollback_id.plan_id, FAST)
     assert undone.status == "executed" and undone.fences == {drained: f"unfenced: removed {fence_name(drained)}"}
     assert fence_name(drained) not in client.isolation_policies(name)
@@ -163,9 +167,9 @@ def test_a_drain_empties_the_broker_at_its_pace_as_predicted_and_a_rollback_undo
         (rollback_id.plan_id, "plan.rolls-back"),
         (plan_id, "plan.rolled-back"),
     }
-    assert show_plan(store, rollback_id.plan_id)["maintenance"]["rollsBack"] == plan_id
+    assert show_plan(store, rollback_id.plan_id).document.maintenance.rolls_back == plan_id
     # The drain is over for good: resuming it would send its moves over the rollback's.
-    assert show_plan(store, plan_id)["status"] == "rolled-back"
+    assert show_plan(store, plan_id).status == "rolled-back"
     with pytest.raises(InputError, match="is rolled-back"):
         execute_plan(store, client, plan_id, FAST)
 
@@ -242,7 +246,7 @@ def test_the_maintenance_and_rollback_dags_drain_and_refill_through_the_approval
     assert drain["tasks"]["execute"] == "success", drain
     store = Store(env["PULSAR_REBALANCE_DB_URL"])
     [latest] = list_plans(store, name, limit=1)
-    plan = show_plan(store, latest["id"])
+    plan = show_plan(store, latest.id).to_json()
     assert plan["status"] == "executed" and plan["maintenance"]["mode"] == "drain"
     with PulsarAdminClient(pulsar_cluster["brokers"][0]["adminUrl"]) as client:
         assert movable_owned(client, name, drained) == []
@@ -252,7 +256,7 @@ def test_the_maintenance_and_rollback_dags_drain_and_refill_through_the_approval
         assert sum(back.get(bundle) == drained for bundle in ours) >= 0.99 * len(ours), back
         assert fence_name(drained) not in client.isolation_policies(name)
     [undo] = list_plans(store, name, limit=1)
-    assert show_plan(store, undo["id"])["maintenance"]["rollsBack"] == plan["id"]
+    assert show_plan(store, undo.id).document.maintenance.rolls_back == plan["id"]
     generator.stop()
     assert generator.report().complete
     store.dispose()

@@ -83,7 +83,7 @@ def test_a_broker_stopped_mid_plan_defers_its_actions_and_a_rerun_completes_them
         assert first.status == "partial"
         assert [first.results[i] for i in range(6)] == ["succeeded", "succeeded"] + ["succeeded", "deferred"] * 2
         assert all(f"destination {stopped} is not an active broker" in first.reasons[i] for i in (3, 5))
-        assert show_plan(store, plan_id)["status"] == "partial"
+        assert show_plan(store, plan_id).status == "partial"
     finally:
         local_cluster.start_broker(brokers.index(stopped))
     second = execute_plan(store, client, plan_id, FAST)

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from sqlalchemy import event, func, select
 
-from planner.audit.plan_records import CommitResult, StaleStateError, commit_plan, commit_plan_once, read_state
-from planner.collect.collector import cluster_row
+from planner.plan.document import PlanDocument
 from planner.plan.planning import make_plan
 from planner.pulsar.config import PulsarConfig
+from planner.store.clusters import cluster_row
 from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan, PlanAction, StrategyState
+from planner.store.plans import CommitResult, StaleStateError, commit_plan, commit_plan_once, read_state
 from tests.builders import broker, bundle, bundle_data, load_data
 
 pytestmark = pytest.mark.reliability
@@ -115,7 +116,7 @@ def race(stores: tuple[Store, Store], runs: list[Callable[[Store], CommitResult]
 def test_two_concurrent_plan_runs_commit_once_and_count_hits_once(stores):
     store = stores[0]
     first = plan_from({})
-    commit_plan(store, first, admin_url=ADMIN_URL, run_key="run-1", expected_version=0)
+    commit_plan(store, PlanDocument.parse(first, "plan"), admin_url=ADMIN_URL, run_key="run-1", expected_version=0)
     before = counts(store)
 
     # Both runs read the same state and plan from it.
@@ -130,7 +131,9 @@ def test_two_concurrent_plan_runs_commit_once_and_count_hits_once(stores):
     outcomes = race(
         stores,
         [
-            lambda s, plan=plan, key=key: commit_plan(s, plan, admin_url=ADMIN_URL, run_key=key, expected_version=1)
+            lambda s, plan=plan, key=key: commit_plan(
+                s, PlanDocument.parse(plan, "plan"), admin_url=ADMIN_URL, run_key=key, expected_version=1
+            )
             for plan, key in zip(plans, ["run-2a", "run-2b"], strict=True)
         ],
         writes="UPDATE STRATEGY_STATES",
@@ -158,19 +161,31 @@ def test_two_concurrent_plan_runs_commit_once_and_count_hits_once(stores):
 
     # The losing run, planned again from the state it now reads, counts the next hit on top.
     again = read_state(stores[1], CLUSTER, STRATEGY)
-    result = commit_plan(stores[1], plan_from(again.state), admin_url=ADMIN_URL, run_key="run-3", expected_version=2)
+    result = commit_plan(
+        stores[1],
+        PlanDocument.parse(plan_from(again.state), "plan"),
+        admin_url=ADMIN_URL,
+        run_key="run-3",
+        expected_version=2,
+    )
     assert result.created and read_state(store, CLUSTER, STRATEGY).state == plan_from(once)["stateAfter"]
     assert read_state(store, CLUSTER, STRATEGY).state["lowHitCount"]["a:8080"] == 3
 
 
 def test_a_retried_commit_of_the_same_run_changes_nothing(stores):
     store = stores[0]
-    commit_plan(store, plan_from({}), admin_url=ADMIN_URL, run_key="run-1", expected_version=0)
+    commit_plan(
+        store, PlanDocument.parse(plan_from({}), "plan"), admin_url=ADMIN_URL, run_key="run-1", expected_version=0
+    )
     plan = plan_from(read_state(store, CLUSTER, STRATEGY).state)
-    first = commit_plan_once(store, plan, admin_url=ADMIN_URL, run_key="run-2", expected_version=1)
+    first = commit_plan_once(
+        store, PlanDocument.parse(plan, "plan"), admin_url=ADMIN_URL, run_key="run-2", expected_version=1
+    )
     before, state = counts(store), read_state(store, CLUSTER, STRATEGY)
     # The orchestrator retries the commit task: same run key, the version it read back then.
-    retried = commit_plan_once(stores[1], plan, admin_url=ADMIN_URL, run_key="run-2", expected_version=1)
+    retried = commit_plan_once(
+        stores[1], PlanDocument.parse(plan, "plan"), admin_url=ADMIN_URL, run_key="run-2", expected_version=1
+    )
     assert retried == CommitResult(first.plan_id, False, first.state_version)
     assert counts(store) == before and read_state(store, CLUSTER, STRATEGY) == state
 
@@ -184,7 +199,9 @@ def test_two_concurrent_first_plans_of_a_cluster_commit_once(stores):
     outcomes = race(
         stores,
         [
-            lambda s, plan=plan, key=key: commit_plan(s, plan, admin_url=ADMIN_URL, run_key=key, expected_version=0)
+            lambda s, plan=plan, key=key: commit_plan(
+                s, PlanDocument.parse(plan, "plan"), admin_url=ADMIN_URL, run_key=key, expected_version=0
+            )
             for plan, key in zip(plans, ["first-a", "first-b"], strict=True)
         ],
         writes="INSERT INTO STRATEGY_STATES",
@@ -200,12 +217,19 @@ def test_two_concurrent_first_plans_of_a_cluster_commit_once(stores):
 def test_the_same_run_committed_twice_at_once_is_stored_once(stores):
     """Two workers retry the same run's commit at the same moment: one stores it, the other finds it."""
     store = stores[0]
-    commit_plan(store, plan_from({}), admin_url=ADMIN_URL, run_key="run-1", expected_version=0)
+    commit_plan(
+        store, PlanDocument.parse(plan_from({}), "plan"), admin_url=ADMIN_URL, run_key="run-1", expected_version=0
+    )
     plan = plan_from(read_state(store, CLUSTER, STRATEGY).state)
     before = counts(store)
     outcomes = race(
         stores,
-        [lambda s: commit_plan_once(s, plan, admin_url=ADMIN_URL, run_key="run-2", expected_version=1)] * 2,
+        [
+            lambda s: commit_plan_once(
+                s, PlanDocument.parse(plan, "plan"), admin_url=ADMIN_URL, run_key="run-2", expected_version=1
+            )
+        ]
+        * 2,
         writes="UPDATE STRATEGY_STATES",
     )
     assert counts(store) == {

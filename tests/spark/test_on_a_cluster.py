@@ -205,7 +205,7 @@ def test_the_plan_dags_spark_submit_runs_on_the_standalone_cluster(
     store = Store(env["PULSAR_REBALANCE_DB_URL"])
     with store.session() as session:
         plan_id = session.scalars(select(Plan.id)).one()
-    plan = show_plan(store, plan_id)
+    plan = show_plan(store, plan_id).to_json()
     assert plan["status"] == "rejected"
     same({**plan, "status": None}, {**local_plan, "status": None})
 

@@ -14,15 +14,16 @@ import pyarrow.compute as pc
 import pytest
 from sqlalchemy import func, select
 
-from planner.audit.plan_records import StaleStateError, commit_plan, read_state
 from planner.errors import InputError
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request, run_plan
+from planner.plan.document import PlanDocument
 from planner.pulsar.model import BundleData, NamespaceBundleStats
 from planner.samples.dataset import read_dataset, samples_root, write_snapshot_samples
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
+from planner.store.plans import StaleStateError, commit_plan, read_state
 from spark_jobs.plan_job import (
     Averaging,
     ReportPositions,
@@ -361,12 +362,14 @@ def test_samples_written_with_another_store_are_refused_with_nothing_committed(s
 def test_a_concurrent_run_fails_cleanly_on_the_state_version(tmp_path):
     store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
     plan = {"cluster": "c", "strategy": "AvgShedder", "actions": [], "stateAfter": {"lowHitCount": {"a:1": 1}}}
-    first = commit_plan(store, plan, admin_url="http://x:1", run_key="one", expected_version=0)
+    first = commit_plan(
+        store, PlanDocument.parse(plan, "plan"), admin_url="http://x:1", run_key="one", expected_version=0
+    )
     assert first.created and first.state_version == 1
     with pytest.raises(StaleStateError, match="another plan run committed first"):
         commit_plan(
             store,
-            {**plan, "stateAfter": {"lowHitCount": {"a:1": 5}}},
+            PlanDocument.parse({**plan, "stateAfter": {"lowHitCount": {"a:1": 5}}}, "plan"),
             admin_url="http://x:1",
             run_key="two",
             expected_version=0,

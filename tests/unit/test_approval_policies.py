@@ -9,7 +9,6 @@ import pytest
 from pydantic import ValidationError
 
 from planner import cli
-from planner.approval.decisions import recorded_decision
 from planner.approval.policies import decide, evaluate
 from planner.audit.plan_records import show_plan
 from planner.errors import InputError
@@ -20,6 +19,7 @@ from planner.plan.maintenance import drain_plan
 from planner.plan.planning import _current_msg_rate
 from planner.pulsar.config import PulsarConfig
 from planner.settings import ApprovalPolicy, ExecutionWindow, TimeWindow, is_open, next_opening, planner_settings
+from planner.store.approvals import recorded_decision
 from planner.store.database import Store
 
 NOW = datetime(2026, 11, 25, 14, 0, tzinfo=UTC)
@@ -225,7 +225,7 @@ def test_the_store_keeps_an_unmeasured_rate_unknown_for_a_rollback(tmp_path):
     plan_id = pending_plan(store, actions=[unload("t/ns/0x00000000_0x80000000"), idle])
     _, _, unloads, _ = executed_unloads(store, plan_id)
     assert [unload.traffic for unload in unloads] == [1.0, None]  # not the traffic column's 0.0
-    assert show_plan(store, plan_id)["actions"][1]["msgRate"] is None
+    assert show_plan(store, plan_id).document.actions[1].msg_rate is None
     store.dispose()
 
 
@@ -330,7 +330,7 @@ def test_the_cli_approves_by_policy_bound_to_the_hash_and_audits_the_checks(tmp_
     [approved] = events(store, "plan.approved")
     assert approved.actor == "policy:two-moves" and approved.details["source"] == "policy"
     assert {"rule": "maxActions", "limit": 2, "value": 2, "holds": True} in approved.details["policy"]["checks"]
-    assert recorded_decision(store, plan_id).actions_hash == show_plan(store, plan_id)["actionsHash"]
+    assert recorded_decision(store, plan_id).actions_hash == show_plan(store, plan_id).actions_hash
     # A person's options do not mix with the policies'.
     assert cli.main(["approve", str(plan_id), "--by-policy", "--as", "bob", "--db", url]) == 2
     assert "--reject, --as and --expect-hash are for a person" in capsys.readouterr().err

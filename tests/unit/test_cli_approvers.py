@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import func, select
 
 from planner import cli
-from planner.audit.plan_records import commit_plan
+from planner.plan.document import PlanDocument
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent
+from planner.store.plans import commit_plan
 
 OS_USER = "carol"
 
@@ -24,7 +25,9 @@ def plan(tmp_path, monkeypatch):
     store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
     unload = {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "a:8080", "destination": "b:8080"}
     document = {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload]}
-    plan_id = commit_plan(store, document, admin_url="http://127.0.0.1:9", run_key="r1", expected_version=0).plan_id
+    plan_id = commit_plan(
+        store, PlanDocument.parse(document, "plan"), admin_url="http://127.0.0.1:9", run_key="r1", expected_version=0
+    ).plan_id
     yield plan_id, str(store.engine.url), store
     store.dispose()
 

@@ -13,26 +13,28 @@ import pytest
 from sqlalchemy import func, select, text, update
 
 from planner import storage
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect import collector
 from planner.collect.admin_client import AdminAuth, PulsarAdminClient
 from planner.collect.collector import (
     SnapshotAbandonedError,
     abandon_stale_snapshots,
     collect,
-    list_snapshots,
     load_data_for_snapshot,
     read_archive,
     snapshot_reports,
-    unpublished_snapshot_ids,
 )
 from planner.errors import NotFoundError
-from planner.lifecycle import IllegalTransitionError, SnapshotStatus, advance
+from planner.lifecycle import Decision, IllegalTransitionError, SnapshotStatus, advance
+from planner.plan.document import PlanDocument
 from planner.samples.dataset import read_dataset, read_samples, samples_root
 from planner.samples.reports import SnapshotReports
+from planner.store import snapshots
+from planner.store.approvals import record_decision
 from planner.store.database import Store, current_revisions, migration_heads, upgrade
 from planner.store.models import ActionExecution, Approval, AuditEvent, Base, PlanAction, Snapshot
+from planner.store.plans import commit_plan
+from planner.store.snapshots import list_snapshots, unpublished_snapshot_ids
 from tests.fake_pulsar import FakePulsar, Reply, load_report
 
 TOKEN = "tok-3f9a1c55-secret-value"
@@ -106,10 +108,12 @@ def test_audit_log_is_append_only(store):
 def _approved_plan_with_attempts(store) -> tuple[int, int, int]:
     """An approved plan of one unload with a final attempt and one in flight: (plan, final, sending) ids."""
     unload = {"kind": "unload", "bundle": BUNDLE_A, "source": "a:8080", "destination": "b:8080"}
-    document = {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload], "stateAfter": {}}
+    document = PlanDocument.parse(
+        {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload], "stateAfter": {}}, "plan"
+    )
     plan_id = commit_plan(store, document, admin_url="http://127.0.0.1:9", run_key="r1", expected_version=0).plan_id
     record_decision(
-        store, plan_id, approved=True, approver="alice", approved_hash=show_plan(store, plan_id)["actionsHash"]
+        store, plan_id, Decision.APPROVED, approver="alice", approved_hash=show_plan(store, plan_id).actions_hash
     )
     with store.session() as session:
         action_id = session.scalar(select(PlanAction.id).where(PlanAction.plan_id == plan_id))
@@ -165,7 +169,7 @@ def test_collect_records_archive_samples_and_snapshot(cluster, store, tmp_path):
         "bundles": 2,
         "partial": False,
     }
-    [listed] = list_snapshots(store)
+    [listed] = (snapshot.to_json() for snapshot in list_snapshots(store))
     assert listed["cluster"] == "fake" and listed["brokers"] == 3 and not listed["partial"]
     with store.session() as session:
         archive = read_archive(session.get(Snapshot, result.snapshot_id).archive_path)
@@ -200,7 +204,7 @@ def test_a_broker_that_times_out_or_answers_garbage_is_recorded_missing(cluster,
     assert "timed out" in result.missing[brokers[1].broker_id]
     assert "malformed JSON" in result.missing[brokers[2].broker_id]
     assert brokers[2].broker_id in result.missing[brokers[2].broker_id]
-    [listed] = list_snapshots(store)
+    [listed] = (snapshot.to_json() for snapshot in list_snapshots(store))
     assert listed["partial"] and listed["missingBrokers"] == sorted([brokers[1].broker_id, brokers[2].broker_id])
 
 
@@ -255,7 +259,7 @@ def test_readers_see_published_snapshots_only_and_stale_staged_ones_are_abandone
     # A collect killed after publishing its files but before publishing its row leaves them like this:
     with store.session() as session:
         session.execute(update(Snapshot).where(Snapshot.id == second.snapshot_id).values(status="staged"))
-    assert [row["id"] for row in list_snapshots(store)] == [first.snapshot_id]
+    assert [row.id for row in list_snapshots(store)] == [first.snapshot_id]
     hidden = unpublished_snapshot_ids(store, "fake")
     assert hidden == [second.snapshot_id]
     assert set(read_samples(tmp_path, "bundles", "fake", exclude=hidden).column("snapshot_id").to_pylist()) == {
@@ -328,7 +332,7 @@ def test_a_live_collect_slower_than_the_abandonment_age_is_not_abandoned_by_the_
     slow_client = PulsarAdminClient(entry.url, timeout=(1.0, 5.0), backoff_factor=0.01, retries=1)
     first = collect(slow_client, store, tmp_path, stale_after=first_stale_after, actor="first")
     assert not first.partial  # the slow broker was waited for
-    assert [row["id"] for row in list_snapshots(store)] == [second[0].snapshot_id, first.snapshot_id]
+    assert [row.id for row in list_snapshots(store)] == [second[0].snapshot_id, first.snapshot_id]
     assert unpublished_snapshot_ids(store, "fake") == []
     assert len(files_of(tmp_path, first.snapshot_id)) == 3
     assert ("snapshot.abandoned", "second") not in audit_events(store)
@@ -379,7 +383,7 @@ def test_two_abandoners_and_a_renewal_racing_them_the_row_count_decides(cluster,
         if snapshot_id == raced.snapshot_id:
             both_looked.wait()  # both abandoners saw the row stale, neither has marked it yet
         else:  # the collect's heartbeat lands between the abandoner's look and its UPDATE
-            assert collector._renew_heartbeat(store_, snapshot_id)
+            assert snapshots.renew_heartbeat(store_, snapshot_id)
         return real_abandon(store_, root, snapshot_id, *args, **kwargs)
 
     monkeypatch.setattr(collector, "_abandon", after_both_looked)

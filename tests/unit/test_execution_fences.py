@@ -11,14 +11,24 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import select, text, update
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, read_state, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import InputError
-from planner.execute.claim import ClaimLostError, PlanClaimedError, claim_plan, release, renew
-from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.execute.executor import (
+    ClaimLostError,
+    ExecutorSettings,
+    PlanClaimedError,
+    _release,
+    _renew,
+    claim_plan,
+    execute_plan,
+)
+from planner.lifecycle import Decision
+from planner.plan.document import PlanDocument
+from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, Plan, PlanAction
+from planner.store.plans import commit_plan, read_state
 
 NO_CLUSTER = "http://127.0.0.1:9"  # nothing listens: a run that reached for the cluster fails there
 BUNDLE = "t/ns/0x00000000_0x80000000"
@@ -38,12 +48,14 @@ def store(tmp_path):
 def committed(store, cluster="c1", actions=None, run_key="run-1", **extra) -> int:
     plan = {"cluster": cluster, "strategy": "AvgShedder", "actions": actions or [unload()], "stateAfter": {}, **extra}
     version = read_state(store, cluster, plan["strategy"]).version
-    return commit_plan(store, plan, admin_url=NO_CLUSTER, run_key=run_key, expected_version=version).plan_id
+    return commit_plan(
+        store, PlanDocument.parse(plan, "plan"), admin_url=NO_CLUSTER, run_key=run_key, expected_version=version
+    ).plan_id
 
 
 def approve(store, plan_id: int) -> int:
     record_decision(
-        store, plan_id, approved=True, approver="alice", approved_hash=show_plan(store, plan_id)["actionsHash"]
+        store, plan_id, Decision.APPROVED, approver="alice", approved_hash=show_plan(store, plan_id).actions_hash
     )
     return plan_id
 
@@ -112,7 +124,7 @@ def test_the_executor_enforces_the_windows_the_approval_bound(store, monkeypatch
     monkeypatch.delenv("PULSAR_REBALANCE_EXECUTION_WINDOWS")
     with PulsarAdminClient(NO_CLUSTER) as client, pytest.raises(InputError, match="approved execution windows"):
         execute_plan(store, client, plan_id, ExecutorSettings())
-    assert attempts(store, plan_id) == [] and show_plan(store, plan_id)["status"] == "approved"
+    assert attempts(store, plan_id) == [] and show_plan(store, plan_id).status == "approved"
     assert len(events(store, "plan.outside-windows", plan_id)) == 1
     # Set aside explicitly: the run goes on (here to a cluster nobody answers for), and the trail says so.
     with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
@@ -155,12 +167,12 @@ def test_one_plan_at_a_time_sends_to_a_cluster(store):
     # The holder paused past its lease: the cluster passes to the next plan, and the paused run is fenced off.
     taken = claim_plan(store, second, "cli:ops", lease, start + timedelta(minutes=6))
     with store.session() as session, pytest.raises(ClaimLostError):
-        renew(session, held, lease, start + timedelta(minutes=7))
+        _renew(session, held, lease, start + timedelta(minutes=7))
     with store.session() as session:
-        release(session, taken)
+        _release(session, taken)
     # Its own plan's claim is still its token, but the cluster's is not: the paused run stays fenced off.
     with store.session() as session, pytest.raises(ClaimLostError):
-        renew(session, held, lease, start + timedelta(minutes=8))
+        _renew(session, held, lease, start + timedelta(minutes=8))
 
 
 def test_a_lost_claim_is_a_one_line_refusal():
@@ -179,7 +191,7 @@ def test_a_rollback_ends_the_plan_it_undoes(store):
     undo = approve(store, committed(store, actions=[back], run_key="undo", strategy="rollback", maintenance=rollback))
     with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
         execute_plan(store, client, undo, ExecutorSettings())
-        assert show_plan(store, original)["status"] == "rolled-back"
+        assert show_plan(store, original).status == "rolled-back"
         [ended] = events(store, "plan.rolled-back", original)
         assert ended.details["rolledBackBy"] == undo
         with pytest.raises(InputError, match="is rolled-back"):
@@ -191,7 +203,7 @@ def test_a_rollback_ends_the_plan_it_undoes(store):
         with pytest.raises(InputError, match=f"plan {undo} already rolled back"):
             execute_plan(store, client, again, ExecutorSettings())
         # The rollback itself may be resumed: it ended the original, not itself.
-        assert show_plan(store, undo)["status"] == "partial"
+        assert show_plan(store, undo).status == "partial"
         execute_plan(store, client, undo, ExecutorSettings())
 
 
@@ -300,7 +312,7 @@ def test_a_run_paused_before_its_request_leaves_sends_nothing_once_another_run_t
             later = datetime.now(UTC) + timedelta(hours=1)
             taken = claim_plan(store, plan_id, "airflow:execute (resumed task)", timedelta(minutes=5), later)
             with store.session() as session:
-                release(session, taken)
+                _release(session, taken)
 
     monkeypatch.setattr("planner.execute.executor.failpoint", paused)
     with pytest.raises(ClaimLostError, match="taken over by another run"):

@@ -12,22 +12,31 @@ from sqlalchemy import select, update
 
 from planner import cli
 from planner.actions import actions_hash
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, show_plan
+from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
-from planner.execute.claim import ClaimLostError, PlanClaimedError, claim_plan, renew
-from planner.execute.executor import ExecutorSettings, execute_plan
+from planner.execute.executor import (
+    ClaimLostError,
+    ExecutorSettings,
+    PlanClaimedError,
+    _renew,
+    claim_plan,
+    execute_plan,
+)
 from planner.lifecycle import (
     ATTEMPT_TRANSITIONS,
     PLAN_TRANSITIONS,
     AttemptStatus,
+    Decision,
     IllegalTransitionError,
     PlanStatus,
     advance,
 )
+from planner.plan.document import PlanDocument
+from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, AuditEvent, Plan, PlanAction
+from planner.store.plans import commit_plan
 
 # Nothing listens here: a test whose executor tried the cluster would fail with a connection error.
 NO_CLUSTER = "http://127.0.0.1:9"
@@ -55,13 +64,15 @@ def store(tmp_path):
 def pending_plan(store, actions=None, run_key="run-1") -> int:
     actions = actions or [unload("t/ns/0x00000000_0x80000000"), unload("t/ns/0x80000000_0xffffffff")]
     plan = {"cluster": "c1", "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
-    return commit_plan(store, plan, admin_url=NO_CLUSTER, run_key=run_key, expected_version=0).plan_id
+    return commit_plan(
+        store, PlanDocument.parse(plan, "plan"), admin_url=NO_CLUSTER, run_key=run_key, expected_version=0
+    ).plan_id
 
 
 def approved_plan(store, **options) -> int:
     plan_id = pending_plan(store, **options)
     record_decision(
-        store, plan_id, approved=True, approver="alice", approved_hash=show_plan(store, plan_id)["actionsHash"]
+        store, plan_id, Decision.APPROVED, approver="alice", approved_hash=show_plan(store, plan_id).actions_hash
     )
     return plan_id
 
@@ -81,9 +92,9 @@ def test_a_claimed_plan_is_refused_naming_the_holder_until_its_lease_expires(sto
     # A crashed run's lease runs out: the plan can be resumed, and the old holder is fenced off.
     second = claim_plan(store, plan_id, "run-B", timedelta(minutes=5), start + timedelta(minutes=6))
     with store.session() as session, pytest.raises(ClaimLostError):
-        renew(session, first, timedelta(minutes=5), start + timedelta(minutes=7))
+        _renew(session, first, timedelta(minutes=5), start + timedelta(minutes=7))
     with store.session() as session:
-        renew(session, second, timedelta(minutes=5), start + timedelta(minutes=7))
+        _renew(session, second, timedelta(minutes=5), start + timedelta(minutes=7))
 
 
 def test_a_second_execution_of_a_claimed_plan_sends_nothing_and_says_who_holds_it(store):
@@ -91,7 +102,7 @@ def test_a_second_execution_of_a_claimed_plan_sends_nothing_and_says_who_holds_i
     claim_plan(store, plan_id, "airflow:execute (worker-1 pid 42)", timedelta(minutes=5), datetime.now(UTC))
     with PulsarAdminClient(NO_CLUSTER) as client, pytest.raises(PlanClaimedError, match="worker-1 pid 42"):
         execute_plan(store, client, plan_id, ExecutorSettings())
-    assert show_plan(store, plan_id)["status"] == "approved"
+    assert show_plan(store, plan_id).status == "approved"
 
 
 def test_the_approval_binds_the_action_rows_that_run(store):
@@ -129,11 +140,13 @@ def test_the_approval_binds_a_maintenance_plans_brokers(store):
     actions = [unload("t/ns/0x00000000_0x80000000")]
     drain = {"mode": "drain", "brokers": ["a:8080"]}
     plan = {"cluster": "c1", "strategy": "drain", "actions": actions, "stateAfter": {}, "maintenance": drain}
-    plan_id = commit_plan(store, plan, admin_url=NO_CLUSTER, run_key="drain-1", expected_version=0).plan_id
-    approved_hash = show_plan(store, plan_id)["actionsHash"]
+    plan_id = commit_plan(
+        store, PlanDocument.parse(plan, "plan"), admin_url=NO_CLUSTER, run_key="drain-1", expected_version=0
+    ).plan_id
+    approved_hash = show_plan(store, plan_id).actions_hash
     assert approved_hash != actions_hash(actions)  # the drain is part of what is approved
     assert approved_hash == actions_hash(actions, {**drain, "overCapacity": ["b:8080"], "maxMoves": 9})
-    record_decision(store, plan_id, approved=True, approver="alice", approved_hash=approved_hash)
+    record_decision(store, plan_id, Decision.APPROVED, approver="alice", approved_hash=approved_hash)
     with store.session() as session:
         row = session.get(Plan, plan_id)
         row.details = {**row.details, "maintenance": {**drain, "brokers": ["b:8080"]}}
@@ -160,7 +173,7 @@ def test_the_ttl_holds_for_new_and_resumed_executions(store, age, started, statu
     with PulsarAdminClient(NO_CLUSTER) as client:  # no request may be sent: nothing listens there
         report = execute_plan(store, client, plan_id, ExecutorSettings(ttl=timedelta(hours=6)))
     assert report.status == status and set(report.results.values()) == {"not-run"}
-    assert show_plan(store, plan_id)["status"] == status
+    assert show_plan(store, plan_id).status == status
     [expired] = events(store, "plan.expired")
     assert expired.details["ttlSeconds"] == 6 * 3600 and expired.details["resumeWindowSeconds"] == 3600
 
@@ -177,10 +190,10 @@ def test_lifecycles_refuse_edges_their_table_does_not_have(store):
         advance(AttemptStatus.UNKNOWN, AttemptStatus.SENDING, "action 0")  # no blind resend of one attempt
     assert AttemptStatus.SUCCEEDED not in ATTEMPT_TRANSITIONS[None]  # success is never recorded unsent
     plan_id = pending_plan(store)
-    record_decision(store, plan_id, approved=False, approver="bob", approved_hash="")
+    record_decision(store, plan_id, Decision.REJECTED, approver="bob", approved_hash="")
     with pytest.raises(InputError, match="already rejected by bob"):
         record_decision(
-            store, plan_id, approved=True, approver="alice", approved_hash=show_plan(store, plan_id)["actionsHash"]
+            store, plan_id, Decision.APPROVED, approver="alice", approved_hash=show_plan(store, plan_id).actions_hash
         )
     with PulsarAdminClient(NO_CLUSTER) as client, pytest.raises(InputError, match="not approved"):
         execute_plan(store, client, plan_id, ExecutorSettings())
@@ -223,7 +236,7 @@ def test_cli_lists_and_shows_plans_in_both_grammars(store, capsys):
         assert listed["id"] == plan_id
     for command in (["plans", "show", str(plan_id)], ["plan", "show", str(plan_id)]):
         assert cli.main([*command, "--db", url]) == 0
-        assert json.loads(capsys.readouterr().out)["actionsHash"] == show_plan(store, plan_id)["actionsHash"]
+        assert json.loads(capsys.readouterr().out)["actionsHash"] == show_plan(store, plan_id).actions_hash
     for words, message in (
         (["show"], "did you mean `plans show ID`"),
         (["show", "x"], "invalid plan id: expected a whole number, got 'x'"),
@@ -248,7 +261,7 @@ def test_cli_execute_refuses_bad_input_before_sending(store, capsys):
         assert error.startswith("error: ") and error.count("\n") == 1
         if message:
             assert message in error
-    assert show_plan(store, plan_id)["status"] == "approved"
+    assert show_plan(store, plan_id).status == "approved"
 
 
 @pytest.mark.parametrize(("started_ago", "waits"), [(2.0, 8.0), (30.0, None)])

@@ -14,15 +14,17 @@ import pytest
 from fastapi import Depends, FastAPI, Header, HTTPException
 from fastapi.testclient import TestClient
 
-from planner.approval.decisions import record_decision
-from planner.audit.plan_records import commit_plan, record_measurement
 from planner.audit.review.app import URL_PREFIX, create_app
+from planner.lifecycle import Decision
+from planner.plan.document import PlanDocument
 from planner.plan.planning import make_plan
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import load_data_from_json
 from planner.samples.dataset import write_snapshot_samples
+from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Cluster, Plan, Snapshot
+from planner.store.plans import commit_plan, record_measurement
 from tests.builders import broker
 
 TOKEN = "reviewer-token"
@@ -43,7 +45,7 @@ def commit(store, cluster, run, strategy="UniformLoadShedder", data=EXAMPLE):
     plan = make_plan(cluster, data, PulsarConfig.from_settings({"minUnloadMessage": "0"}), strategy, None).to_json()
     return commit_plan(
         store,
-        plan,
+        PlanDocument.parse(plan, "plan"),
         admin_url=f"http://{cluster}:8080",
         run_key=f"{run}:{cluster}:{strategy}",
         expected_version=0 if run.endswith("-1") else 1,
@@ -57,11 +59,11 @@ def filled(tmp_path):
     pending = commit(store, "east", "manual__run-1")
     executed = commit(store, "west", "scheduled__run-1", strategy="AvgShedder")
     rejected = commit(store, "east", "manual__run-2")
-    record_decision(store, rejected, approved=False, approver=None, approved_hash="")
+    record_decision(store, rejected, Decision.REJECTED, approver=None, approved_hash="")
     with store.session() as session:
         plan = session.get(Plan, executed)
         actions_hash, actions = plan.actions_hash, list(plan.actions)
-    record_decision(store, executed, approved=True, approver="alice", approved_hash=actions_hash)
+    record_decision(store, executed, Decision.APPROVED, approver="alice", approved_hash=actions_hash)
     now = datetime.now(UTC)
     with store.session() as session:
         west = session.query(Cluster).filter_by(name="west").one()
@@ -292,7 +294,11 @@ def test_a_drain_plan_page_shows_the_mode_and_the_drained_brokers_bundles_over_t
         "maintenance": {"mode": "drain", "brokers": ["hot:8080"], "overCapacity": ["cold:8080"]},
     }
     plan_id = commit_plan(
-        store, document, admin_url="http://west:8080", run_key="drain-1:west:drain", expected_version=0
+        store,
+        PlanDocument.parse(document, "plan"),
+        admin_url="http://west:8080",
+        run_key="drain-1:west:drain",
+        expected_version=0,
     ).plan_id
     html = client.get(f"{URL_PREFIX}/plans/{plan_id}").text
     assert 'id="maintenance"' in html and "drain" in html and "predicted over the overload threshold: cold:8080" in html

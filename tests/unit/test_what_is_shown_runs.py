@@ -14,12 +14,14 @@ from sqlalchemy import func, select, update
 from planner import cli
 from planner.actions import actions_hash
 from planner.airflow import tasks as airflow_tasks
-from planner.audit.plan_records import commit_plan, list_plans, show_plan
+from planner.audit.plan_records import show_plan
 from planner.audit.review.app import create_app
 from planner.errors import InputError
+from planner.plan.document import PlanDocument
 from planner.settings import PlannerSettings
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, PlanAction
+from planner.store.plans import commit_plan, list_plans
 
 PLANNED, EDITED = "b:8080", "x:6650"
 RUN = "manual__run-1"
@@ -42,7 +44,11 @@ def tampered(store) -> int:
     actions = [unload("t/ns/0x00000000_0x80000000"), unload("t/ns/0x80000000_0xffffffff")]
     document = {"cluster": "c1", "strategy": "AvgShedder", "actions": actions, "stateAfter": {}}
     plan_id = commit_plan(
-        store, document, admin_url="http://127.0.0.1:9", run_key=f"{RUN}:c1:AvgShedder", expected_version=0
+        store,
+        PlanDocument.parse(document, "plan"),
+        admin_url="http://127.0.0.1:9",
+        run_key=f"{RUN}:c1:AvgShedder",
+        expected_version=0,
     ).plan_id
     edited_hash = actions_hash([actions[0], {**actions[1], "destination": EDITED}])
     with store.session() as session:
@@ -80,7 +86,7 @@ def test_plans_show_shows_the_rows_that_run(store, tampered, capsys):
     shown = json.loads(capsys.readouterr().out)
     assert destinations(shown) == [PLANNED, EDITED]
     assert shown["actions"][1]["msgRate"] == 5.0  # the reviewer's figures stay those recorded on the row
-    assert list_plans(store)[0]["actions"] == 2
+    assert list_plans(store)[0].actions == 2
 
 
 def test_the_review_api_shows_the_rows_that_run(store, tampered, tmp_path):
@@ -92,7 +98,7 @@ def test_the_review_api_shows_the_rows_that_run(store, tampered, tmp_path):
 
 
 def test_approve_refuses_rows_edited_after_planning(store, tampered, capsys):
-    arguments = ["approve", str(tampered), "--expect-hash", show_plan(store, tampered)["actionsHash"]]
+    arguments = ["approve", str(tampered), "--expect-hash", show_plan(store, tampered).actions_hash]
     assert cli.main([*arguments, "--db", str(store.engine.url)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "differ from the actions it was planned with" in error
@@ -111,7 +117,13 @@ def test_the_gate_refuses_rows_edited_after_planning(store, tampered, gate):
 def test_the_gates_text_is_built_from_the_rows(store, gate):
     """Untampered, the gate's table lists each row's call as the executor makes it."""
     document = {"cluster": "c1", "strategy": "AvgShedder", "actions": [unload("t/ns/0x00000000_0xffffffff")]}
-    commit_plan(store, document, admin_url="http://127.0.0.1:9", run_key=f"{RUN}:c1:AvgShedder", expected_version=0)
+    commit_plan(
+        store,
+        PlanDocument.parse(document, "plan"),
+        admin_url="http://127.0.0.1:9",
+        run_key=f"{RUN}:c1:AvgShedder",
+        expected_version=0,
+    )
     request = gate.request_approval("c1", RUN)
     assert f"| 1 | unload | `t/ns/0x00000000_0xffffffff` | a:8080 | {PLANNED} |" in request.markdown
     assert [event.details["actionsHash"] for event in events(store, "plan.approval-requested")] == [

@@ -21,21 +21,14 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from planner.audit.plan_records import plan_for_run
 from planner.audit.review.charts import history_chart, plan_chart
-from planner.audit.review.queries import (
-    MAX_PER_PAGE,
-    PLAN_STATUSES,
-    PlanFilter,
-    cluster_history,
-    cluster_names,
-    drain_progress,
-    plan_detail,
-    plan_page,
-)
+from planner.audit.review.views import PlanView, cluster_history, drain_progress, page_json, read_plan_view
 from planner.dag_ids import cluster_of_dag
 from planner.errors import InputError, NotFoundError
+from planner.plan.document import MaintenanceDocument
+from planner.store.clusters import cluster_names
 from planner.store.database import Store
+from planner.store.plans import MAX_PER_PAGE, PLAN_STATUSES, PlanFilter, plan_for_run, plan_page
 
 URL_PREFIX = "/pulsar-planner"
 HISTORY_WINDOWS = {
@@ -122,10 +115,10 @@ def create_app(
         if readable is not None and cluster not in readable:
             raise HTTPException(status_code=404, detail=f"unknown {what}")
 
-    def readable_plan(readable: frozenset[str] | None, plan_id: int) -> dict[str, Any]:
-        plan = _input(plan_detail, open_store(), plan_id)
-        visible(readable, plan["cluster"], f"plan {plan_id}")
-        return plan
+    def readable_plan(readable: frozenset[str] | None, plan_id: int) -> PlanView:
+        view = _input(read_plan_view, open_store(), plan_id)
+        visible(readable, view.plan.cluster, f"plan {plan_id}")
+        return view
 
     @app.get("/api/openapi.json", include_in_schema=False)
     def openapi() -> dict[str, Any]:
@@ -142,11 +135,11 @@ def create_app(
 
     @app.get("/api/plans")
     def api_plans(filters: PlanFilterDep, readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
-        return plan_page(open_store(), filters, readable)
+        return page_json(plan_page(open_store(), filters, readable))
 
     @app.get("/api/plans/{plan_id}")
     def api_plan(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
-        return readable_plan(readable, plan_id)
+        return readable_plan(readable, plan_id).to_json()
 
     @app.get("/api/clusters")
     def api_clusters(readable: frozenset[str] | None = readable_dependency) -> dict[str, Any]:
@@ -166,7 +159,7 @@ def create_app(
     def plans_page(
         request: Request, filters: PlanFilterDep, readable: frozenset[str] | None = readable_dependency
     ) -> HTMLResponse:
-        result = plan_page(open_store(), filters, readable)
+        result = page_json(plan_page(open_store(), filters, readable))
         query = {
             key: value
             for key, value in {
@@ -192,27 +185,30 @@ def create_app(
     def plan_view(
         request: Request, plan_id: int, readable: frozenset[str] | None = readable_dependency
     ) -> HTMLResponse:
-        plan = readable_plan(readable, plan_id)
-        measured = (plan["measured"] or {}).get("brokers")
-        chart = plan_chart(plan.get("brokers", []), measured) if plan.get("brokers") else None
-        maintenance = plan.get("maintenance") or {}
+        view = readable_plan(readable, plan_id)
+        stored, document = view.plan, view.plan.document
+        measured = view.measured.brokers if view.measured is not None else None
+        brokers = [broker.to_json() for broker in document.brokers]
+        chart = plan_chart(brokers, measured) if brokers else None
+        maintenance: MaintenanceDocument | None = document.maintenance
         progress = (
             _input(
                 drain_progress,
                 home(),
                 open_store(),
-                plan["cluster"],
-                maintenance["brokers"],
-                datetime.fromisoformat(plan["createdAt"]) - DRAIN_HISTORY_BEFORE,
+                stored.cluster,
+                maintenance.brokers,
+                stored.created_at_utc - DRAIN_HISTORY_BEFORE,
             )
-            if maintenance.get("mode") == "drain"
+            if maintenance is not None and maintenance.mode == "drain"
             else None
         )
+        plan = view.to_json()
         return render(request, "plan.html", plan=plan, chart=chart, measured=measured or {}, progress=progress)
 
     @app.get("/plans/{plan_id}/download")
     def plan_download(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> Response:
-        plan = readable_plan(readable, plan_id)
+        plan = readable_plan(readable, plan_id).to_json()
         return JSONResponse(plan, headers={"Content-Disposition": f'attachment; filename="pulsar-plan-{plan_id}.json"'})
 
     @app.get("/clusters/{cluster}", response_class=HTMLResponse)

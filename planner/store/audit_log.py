@@ -1,0 +1,54 @@
+"""The audit log's reads, and events written on their own (most are written with the change they record)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+
+from planner.store.database import Store
+from planner.store.models import AuditEvent
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    at: datetime
+    cluster: str | None
+    actor: str
+    event: str
+    plan_id: int | None
+    details: dict[str, Any]  # the event's own fields, which differ per event
+
+    @classmethod
+    def of(cls, row: AuditEvent) -> AuditRecord:
+        return cls(row.at, row.cluster, row.actor, row.event, row.plan_id, row.details)
+
+
+def record_events(store: Store, *events: AuditEvent) -> None:
+    """Events (`planner.store.models.audit_event`) in one transaction: all of them or none."""
+    with store.session() as session:
+        session.add_all(events)
+
+
+def plan_trail(store: Store, plan_id: int) -> list[AuditRecord]:
+    """Every event about a plan, in the order they were recorded."""
+    with store.session() as session:
+        return [
+            AuditRecord.of(row)
+            for row in session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan_id).order_by(AuditEvent.id))
+        ]
+
+
+def cluster_events(store: Store, cluster: str, event: str, since: datetime) -> list[AuditRecord]:
+    """A cluster's events of one kind since a time, oldest first."""
+    with store.session() as session:
+        return [
+            AuditRecord.of(row)
+            for row in session.scalars(
+                select(AuditEvent)
+                .where(AuditEvent.cluster == cluster, AuditEvent.event == event, AuditEvent.at >= since)
+                .order_by(AuditEvent.at)
+            )
+        ]

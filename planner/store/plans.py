@@ -1,0 +1,537 @@
+"""Plans in the store: committing a plan with its actions and the strategy's new state in one transaction, and
+every read of a plan, its actions, their attempts and its measurements.
+
+The state row carries a version. A plan run reads the state and its version; the commit stores the
+new state only if the version is unchanged (optimistic concurrency), so two concurrent runs cannot
+both count a hit. A retried commit of the same run (same run key) finds its plan already stored and
+changes nothing.
+
+The plan document is the planning stage's type (`planner.plan.document`), above the store: a commit takes anything
+shaped like it (`PlanToCommit`), and a read gives its JSON as committed, for the caller to validate
+(`planner.audit.plan_records.show_plan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from planner.actions import ActionKind
+from planner.errors import InputError, NotFoundError
+from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, AttemptStatus, PlanStatus
+from planner.store.actions import ExecutableAction
+from planner.store.approvals import RecordedDecision
+from planner.store.clusters import cluster_row
+from planner.store.database import Store
+from planner.store.models import (
+    ActionExecution,
+    Approval,
+    Cluster,
+    Plan,
+    PlanAction,
+    PlanMeasurement,
+    StrategyState,
+    as_utc,
+    audit_event,
+    utc_now,
+)
+
+
+class StaleStateError(RuntimeError):
+    """The strategy state changed since this plan run read it: another run committed first."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    state: dict[str, Any]
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    plan_id: int
+    created: bool  # False when the run had already been committed
+    state_version: int
+
+
+class ActionToCommit(Protocol):
+    """What the store keeps of a planned action (`planner.plan.document.PlannedAction`)."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def bundle(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def destination(self) -> str | None: ...
+    @property
+    def split_algorithm(self) -> str | None: ...
+    @property
+    def split_positions(self) -> Sequence[int] | None: ...
+    @property
+    def msg_rate(self) -> float | None: ...
+    @property
+    def reason(self) -> str: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class PlanToCommit(Protocol):
+    """What the store keeps of a plan (`planner.plan.document.PlanDocument`)."""
+
+    @property
+    def cluster(self) -> str: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def actions(self) -> Sequence[ActionToCommit]: ...
+    @property
+    def actions_hash(self) -> str: ...
+    @property
+    def state_after(self) -> dict[str, Any]: ...
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def read_state(store: Store, cluster: str, strategy: str) -> StoredState:
+    """The strategy's stored state for a cluster; version 0 and an empty state before the first plan."""
+    with store.session() as session:
+        row = session.scalar(
+            select(StrategyState).join(Cluster).where(Cluster.name == cluster, StrategyState.strategy == strategy)
+        )
+        return StoredState(dict(row.state), row.version) if row else StoredState({}, 0)
+
+
+def commit_plan(
+    store: Store,
+    plan: PlanToCommit,
+    *,
+    admin_url: str,
+    run_key: str,
+    expected_version: int,
+    snapshot_id: int | None = None,
+    actor: str = "planner",
+) -> CommitResult:
+    with store.session() as session:
+        existing = session.scalar(select(Plan).where(Plan.run_key == run_key))
+        if existing is not None:
+            return CommitResult(existing.id, False, existing.state_version)
+        cluster_name, strategy, actions = plan.cluster, plan.strategy, plan.actions
+        cluster = cluster_row(session, cluster_name, admin_url)
+        state = session.scalar(
+            select(StrategyState).where(StrategyState.cluster_id == cluster.id, StrategyState.strategy == strategy)
+        )
+        new_version = expected_version + 1
+        if state is None:
+            if expected_version != 0:
+                raise StaleStateError(f"{cluster_name}/{strategy}: no stored state at version {expected_version}")
+            session.add(
+                StrategyState(cluster_id=cluster.id, strategy=strategy, version=new_version, state=plan.state_after)
+            )
+            try:
+                session.flush()
+            except IntegrityError as error:  # a concurrent first plan of this cluster inserted the state first
+                raise StaleStateError(
+                    f"{cluster_name}/{strategy}: another plan run stored the first state while this one ran"
+                ) from error
+        else:
+            changed = session.execute(
+                update(StrategyState)
+                .where(StrategyState.id == state.id, StrategyState.version == expected_version)
+                .values(version=new_version, state=plan.state_after, updated_at=utc_now())
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            if changed != 1:
+                raise StaleStateError(
+                    f"{cluster_name}/{strategy}: state is at version {state.version}, this run read "
+                    f"{expected_version}; another plan run committed first"
+                )
+        row = Plan(
+            cluster_id=cluster.id,
+            snapshot_id=snapshot_id,
+            run_key=run_key,
+            strategy=strategy,
+            status=(PlanStatus.PENDING if actions else PlanStatus.EMPTY).value,
+            actions_hash=plan.actions_hash,
+            state_version=new_version,
+            details=plan.to_json(),
+        )
+        session.add(row)
+        session.flush()
+        for sequence, action in enumerate(actions):
+            session.add(
+                PlanAction(
+                    plan_id=row.id,
+                    sequence=sequence,
+                    kind=ActionKind(action.kind).value,
+                    bundle=action.bundle,
+                    source=action.source,
+                    destination=action.destination,
+                    split_algorithm=action.split_algorithm,
+                    split_positions=list(action.split_positions) if action.split_positions is not None else None,
+                    # The column cannot be null: an unmeasured msg/s is 0.0 here and null only in `details`.
+                    traffic=action.msg_rate if action.msg_rate is not None else 0.0,
+                    reason=action.reason,
+                    details=action.to_json(),
+                )
+            )
+        session.add(
+            audit_event(
+                cluster_name,
+                actor,
+                "plan.created",
+                plan=row.id,
+                actions=len(actions),
+                strategy=strategy,
+                runKey=run_key,
+            )
+        )
+        plan_id = row.id
+    return CommitResult(plan_id, True, new_version)
+
+
+def commit_plan_once(
+    store: Store,
+    plan: PlanToCommit,
+    *,
+    admin_url: str,
+    run_key: str,
+    expected_version: int,
+    snapshot_id: int | None = None,
+    actor: str = "planner",
+) -> CommitResult:
+    """`commit_plan`, where a concurrent commit of the same run key counts as already committed (the twin
+    may win on the run key or, first, on the state version)."""
+    try:
+        return commit_plan(
+            store,
+            plan,
+            admin_url=admin_url,
+            run_key=run_key,
+            expected_version=expected_version,
+            snapshot_id=snapshot_id,
+            actor=actor,
+        )
+    except (IntegrityError, StaleStateError):
+        with store.session() as session:
+            existing = session.scalar(select(Plan).where(Plan.run_key == run_key))
+            if existing is None:
+                raise
+            return CommitResult(existing.id, False, existing.state_version)
+
+
+def plan_for_run(store: Store, run_id: str, cluster: str) -> int | None:
+    """The plan an orchestrator run committed for a cluster (its run key starts with the run id and the
+    cluster), found in the store rather than in anything the run's tasks pass each other."""
+    with store.session() as session:
+        return session.scalar(
+            select(Plan.id)
+            .where(Plan.run_key.startswith(f"{run_id}:{cluster}:", autoescape=True))
+            .order_by(Plan.id.desc())
+            .limit(1)
+        )
+
+
+# --- lists of plans ---------------------------------------------------------------------------------------------
+
+PLAN_STATUSES = tuple(status.value for status in PlanStatus)
+MAX_PER_PAGE = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PlanListing:
+    """A plan as lists show it: its row, how many actions it has, and who decided it when."""
+
+    id: int
+    cluster: str
+    created_at: datetime
+    strategy: str
+    status: PlanStatus
+    actions: int
+    approver: str | None
+    decided_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As `plans list` shows it."""
+        return {
+            "id": self.id,
+            "cluster": self.cluster,
+            "createdAt": self.created_at.isoformat(),
+            "strategy": self.strategy,
+            "status": self.status.value,
+            "actions": self.actions,
+        }
+
+
+def _listings() -> Select:
+    """Plans with their action counts and decisions, from indexed joins, never from loading the plans' JSON."""
+    action_count = select(func.count(PlanAction.id)).where(PlanAction.plan_id == Plan.id).scalar_subquery()
+    return (
+        select(
+            Plan.id,
+            Cluster.name,
+            Plan.created_at,
+            Plan.strategy,
+            Plan.status,
+            action_count,
+            Approval.approver,
+            Approval.decided_at,
+        )
+        .join(Cluster)
+        .outerjoin(Approval, Approval.plan_id == Plan.id)
+    )
+
+
+def _listing(row: Any) -> PlanListing:
+    plan_id, cluster, created_at, strategy, status, actions, approver, decided_at = row
+    return PlanListing(plan_id, cluster, created_at, strategy, PlanStatus(status), actions, approver, decided_at)
+
+
+def list_plans(
+    store: Store, cluster: str | None = None, status: PlanStatus | None = None, limit: int = 50
+) -> list[PlanListing]:
+    """The newest plans first (of a cluster, in a status)."""
+    query = _listings().order_by(Plan.id.desc()).limit(limit)
+    if cluster:
+        query = query.where(Cluster.name == cluster)
+    if status:
+        query = query.where(Plan.status == status.value)
+    with store.session() as session:
+        return [_listing(row) for row in session.execute(query)]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFilter:
+    cluster: str | None = None
+    status: str | None = None
+    created_from: date | None = None  # inclusive, UTC days
+    created_to: date | None = None  # inclusive
+    search: str | None = None  # plans with an action on a bundle or broker containing this text
+    page: int = 1
+    per_page: int = 25
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in PLAN_STATUSES:
+            raise InputError(f"plan filter: status must be one of {', '.join(PLAN_STATUSES)} (got {self.status!r})")
+        if self.page < 1:
+            raise InputError(f"plan filter: page must be 1 or more (got {self.page})")
+        if not 1 <= self.per_page <= MAX_PER_PAGE:
+            raise InputError(f"plan filter: per_page must be between 1 and {MAX_PER_PAGE} (got {self.per_page})")
+        if self.created_from and self.created_to and self.created_from > self.created_to:
+            raise InputError(f"plan filter: created_from ({self.created_from}) is after created_to ({self.created_to})")
+
+    def apply(self, query: Select) -> Select:
+        if self.cluster:
+            query = query.where(Cluster.name == self.cluster)
+        if self.status:
+            query = query.where(Plan.status == self.status)
+        if self.created_from:
+            query = query.where(Plan.created_at >= datetime.combine(self.created_from, time(), UTC))
+        if self.created_to:
+            query = query.where(Plan.created_at < datetime.combine(self.created_to + timedelta(days=1), time(), UTC))
+        if self.search:
+            text = self.search.lower()
+            touched = select(PlanAction.plan_id).where(
+                or_(
+                    *(
+                        func.lower(column).contains(text, autoescape=True)
+                        for column in (PlanAction.bundle, PlanAction.source, PlanAction.destination)
+                    )
+                )
+            )
+            query = query.where(Plan.id.in_(touched))
+        return query
+
+
+@dataclass(frozen=True, slots=True)
+class PlanPage:
+    items: list[PlanListing]
+    total: int
+    page: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.per_page))
+
+
+def plan_page(store: Store, filters: PlanFilter, readable: Collection[str] | None = None) -> PlanPage:
+    """One page of plans, newest first, with the total for pagination (of the `readable` clusters' plans). Built
+    for large stores: one count query and one page query."""
+
+    def scoped(query: Select) -> Select:
+        query = filters.apply(query)
+        return query if readable is None else query.where(Cluster.name.in_(sorted(readable)))
+
+    with store.session() as session:
+        total = session.scalar(scoped(select(func.count(Plan.id)).join(Cluster))) or 0
+        rows = session.execute(
+            scoped(_listings())
+            .order_by(Plan.id.desc())
+            .offset((filters.page - 1) * filters.per_page)
+            .limit(filters.per_page)
+        ).all()
+    return PlanPage([_listing(row) for row in rows], total, filters.page, filters.per_page)
+
+
+# --- one plan -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt at an action, as the executor recorded it."""
+
+    attempt: int
+    status: AttemptStatus
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedAction:
+    """An action row: what runs (`runs`), the planned action as committed (JSON), and every attempt at it."""
+
+    runs: ExecutableAction
+    planned: dict[str, Any]
+    attempts: tuple[AttemptRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """A plan's row, its action rows in order with their attempts, and its decision."""
+
+    id: int
+    cluster: str
+    status: PlanStatus
+    created_at: datetime
+    snapshot_id: int | None
+    run_key: str
+    state_version: int
+    actions_hash: str  # the stored hash, which approvals and the executor check against the rows
+    document: dict[str, Any]  # the plan document as committed (JSON): its actions are those planned, not the rows
+    actions: tuple[RecordedAction, ...]
+    approval: RecordedDecision | None
+
+
+def plan_record(store: Store, plan_id: int) -> PlanRecord:
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        attempts: dict[int, list[AttemptRecord]] = {}
+        for action_id, execution in session.execute(
+            select(ActionExecution.action_id, ActionExecution)
+            .join(PlanAction, ActionExecution.action_id == PlanAction.id)
+            .where(PlanAction.plan_id == plan_id)
+            .order_by(PlanAction.sequence, ActionExecution.attempt)
+        ):
+            attempts.setdefault(action_id, []).append(
+                AttemptRecord(
+                    execution.attempt,
+                    AttemptStatus(execution.status),
+                    execution.started_at,
+                    execution.finished_at,
+                    execution.error,
+                )
+            )
+        approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
+        return PlanRecord(
+            id=plan.id,
+            cluster=plan.cluster.name,
+            status=PlanStatus(plan.status),
+            created_at=plan.created_at,
+            snapshot_id=plan.snapshot_id,
+            run_key=plan.run_key,
+            state_version=plan.state_version,
+            actions_hash=plan.actions_hash,
+            document=dict(plan.details),
+            actions=tuple(
+                RecordedAction(ExecutableAction.of(row), dict(row.details), tuple(attempts.get(row.id, ())))
+                for row in plan.actions
+            ),
+            approval=RecordedDecision.of(approval) if approval is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewestPlan:
+    """A cluster's newest plan, empty or not: an empty one says why nothing was to do (its balance summary)."""
+
+    id: int
+    created_at: datetime
+    status: PlanStatus
+    balance: dict[str, Any] | None  # the document's balance as committed (JSON)
+
+
+def newest_plan(store: Store, cluster: str) -> NewestPlan | None:
+    with store.session() as session:
+        plan = session.scalar(
+            select(Plan).join(Cluster).where(Cluster.name == cluster).order_by(Plan.id.desc()).limit(1)
+        )
+        if plan is None:
+            return None
+        return NewestPlan(plan.id, plan.created_at, PlanStatus(plan.status), plan.details.get("balance"))
+
+
+# --- measurements ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """The load measured after a plan ran, per broker (score, msgRate, throughput)."""
+
+    snapshot_id: int
+    measured_at: datetime
+    brokers: dict[str, dict[str, float]]
+
+
+def record_measurement(
+    store: Store, plan_id: int, snapshot_id: int, brokers: Mapping[str, Mapping[str, float]], *, actor: str = "planner"
+) -> None:
+    """The load measured after a plan ran (per broker score, msgRate, throughput), beside its prediction."""
+    with store.session() as session:
+        plan = session.get(Plan, plan_id)
+        if plan is None:
+            raise NotFoundError(f"unknown plan {plan_id}")
+        session.add(
+            PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
+        )
+        session.add(audit_event(plan.cluster.name, actor, "plan.measured", plan=plan_id, snapshot=snapshot_id))
+
+
+def latest_measurement(store: Store, plan_id: int) -> Measurement | None:
+    with store.session() as session:
+        row = session.scalar(
+            select(PlanMeasurement).where(PlanMeasurement.plan_id == plan_id).order_by(PlanMeasurement.id.desc())
+        )
+        return Measurement(row.snapshot_id, row.measured_at, row.brokers) if row is not None else None
+
+
+def recently_unloaded_brokers(
+    store: Store, cluster: str, as_of: datetime, within: timedelta = timedelta(hours=1)
+) -> dict[str, int]:
+    """The source brokers of the cluster's unloads that took effect within `within` before `as_of`, each with its
+    latest (epoch millis): TransferShedder's cool-down input (Pulsar's UnloadScheduler records the source broker
+    of every unload it completes)."""
+    applied = [status.value for status in APPLIED_ATTEMPT_STATUSES]
+    with store.session() as session:
+        rows = session.execute(
+            select(PlanAction.source, func.max(ActionExecution.finished_at))
+            .join(ActionExecution, ActionExecution.action_id == PlanAction.id)
+            .join(Plan, Plan.id == PlanAction.plan_id)
+            .join(Cluster, Cluster.id == Plan.cluster_id)
+            .where(
+                Cluster.name == cluster,
+                PlanAction.kind == ActionKind.UNLOAD.value,
+                ActionExecution.status.in_(applied),
+                ActionExecution.finished_at > as_of - within,
+                ActionExecution.finished_at <= as_of,
+            )
+            .group_by(PlanAction.source)
+        ).all()
+    return {source: int(as_utc(finished).timestamp() * 1000) for source, finished in rows}
