@@ -21,9 +21,11 @@ from planner.plan.bundles.split import can_split
 from planner.plan.document import PairEvaluation, PlanDocument, PlannedAction
 from planner.plan.extensible import bundles_to_split
 from planner.plan.forecast import Move, forecast
-from planner.plan.placement import extensible_least_resource_usage, least_long_term_message_rate
-from planner.plan.placement.pipeline import PlacementSession, allowed_brokers, excluded_namespaces, select_broker
-from planner.plan.shedding import avg_shedder, transfer_shedder
+from planner.plan.placement import extensible_least_resource_usage
+from planner.plan.placement.pipeline import allowed_brokers, excluded_namespaces, select_broker
+from planner.plan.placement.registry import DEFAULT_PLACEMENT, configured_placement
+from planner.plan.placement.strategy import PlacementSession
+from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.avg_shedder import AvgShedderOutcome
 from planner.plan.shedding.avg_shedder_predictive import PredictiveOutcome
 from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
@@ -81,21 +83,22 @@ def _split_actions(
 def placement_config(strategy: SheddingStrategy, config: PulsarConfig) -> PulsarConfig:
     """`config` with the placement strategy Pulsar would pair with `strategy`.
 
-    AvgShedder is set up as both shedding and placement strategy (PIP-364), and Pulsar then binds the two into one
-    instance, whose placement side returns the destinations its shedding side planned: a plan with AvgShedder and
-    no `loadBalancerLoadPlacementStrategy` in its settings takes that setup. With another placement named, Pulsar
-    places AvgShedder's unloads with it, and so does the plan. AvgShedder as placement under another shedder is
-    refused before 5.0, as Pulsar refuses it at startup; from 5.0 Pulsar places with LeastLongTermMessageRate
-    instead, and so does the plan."""
-    placement = config.placement_short_name
-    if strategy.name == avg_shedder.NAME and "placement_strategy" not in config.model_fields_set:
-        return config.with_settings({"loadBalancerLoadPlacementStrategy": avg_shedder.JAVA_CLASS})
-    if placement == avg_shedder.NAME and strategy.name != avg_shedder.NAME and strategy.in_pulsar:
+    A strategy whose class places too (AvgShedder, PIP-364) is set up as both shedding and placement strategy, and
+    Pulsar then binds the two into one instance, whose placement side returns the destinations its shedding side
+    planned: a plan with it and no `loadBalancerLoadPlacementStrategy` in its settings takes that setup. With another
+    placement named, Pulsar places its unloads with that, and so does the plan. Such a placement under another
+    shedder is refused before 5.0, as Pulsar refuses it at startup; from 5.0 Pulsar places with its default
+    (LeastLongTermMessageRate) instead, and so does the plan."""
+    if strategy.binds_own_placement and "placement_strategy" not in config.model_fields_set:
+        return config.with_settings({"loadBalancerLoadPlacementStrategy": strategy.java_class})
+    placement = configured_placement(config)
+    bound = placement.bound_shedder
+    if bound is not None and bound != strategy.name and strategy.in_pulsar:
         if config.pulsar_version.placement_shedder_mismatch_falls_back:
-            return config.with_settings({"loadBalancerLoadPlacementStrategy": least_long_term_message_rate.JAVA_CLASS})
+            return config.with_settings({"loadBalancerLoadPlacementStrategy": DEFAULT_PLACEMENT.java_class})
         raise InputError(
-            f"loadBalancerLoadPlacementStrategy: AvgShedder places only what AvgShedder sheds, not {strategy.name} "
-            "(Pulsar refuses the pair at startup); name another placement strategy or plan with AvgShedder"
+            f"loadBalancerLoadPlacementStrategy: {placement.name} places only what {bound} sheds, not {strategy.name} "
+            f"(Pulsar refuses the pair at startup); name another placement strategy or plan with {bound}"
         )
     return config
 
@@ -148,7 +151,9 @@ def make_plan(
         # doLoadShedding places every unload through the placement pipeline. A plan binds the destinations a strategy
         # planned where its placement side would return them: AvgShedder as its own placement (Pulsar's
         # even-distribution filter may still re-draw one there: docs/fidelity.md), and the planner's own strategies.
-        binds = unload.destination is not None and (placement == avg_shedder.NAME or not strategy.in_pulsar)
+        binds = unload.destination is not None and (
+            configured_placement(config).bound_shedder is not None or not strategy.in_pulsar
+        )
         destination = (
             unload.destination if binds else select_broker(unload.bundle, load_data, config, session, preallocate=False)
         )

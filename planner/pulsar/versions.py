@@ -131,11 +131,3 @@ class PulsarVersion:
         """From 5.0 (read in the 5.0.1 jar) AvgShedder as placement under another shedder is no longer refused at
         startup: the broker warns and places with LeastLongTermMessageRate."""
         return self.at_least(5, 0)
-
-    @property
-    def has_avg_shedder(self) -> bool:
-        """AvgShedder shipped in 3.0.6, 3.2.4, 3.3.1 and every 4.x."""
-        version = self.as_tuple()
-        if version >= (4, 0, 0):
-            return True
-        return (3, 0, 6) <= version < (3, 1, 0) or (3, 2, 4) <= version < (3, 3, 0) or version >= (3, 3, 1)

@@ -30,11 +30,10 @@ import numpy as np
 from planner.actions import ActionKind
 from planner.errors import InputError
 from planner.plan.document import PredictedMove
-from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
-from planner.plan.placement.pipeline import PlacementSession, select_broker
+from planner.plan.placement.pipeline import select_broker
+from planner.plan.placement.registry import PLACEMENT_STRATEGIES, placement_strategy
+from planner.plan.placement.strategy import PlacementSession, PlacementStrategy
 from planner.plan.planning import make_plan
-from planner.plan.shedding import avg_shedder
-from planner.plan.shedding.avg_shedder import AvgShedderPlacementState, placement_state_after_shedding
 from planner.plan.shedding.registry import MODULAR_STRATEGIES, SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
 from planner.pulsar.broker_score import broker_usage
@@ -56,19 +55,6 @@ OFFLINE_PREFIX = "offline:"
 COLLECT_MINUTES = 5
 HISTORY_MINUTES = 24 * 60
 
-_PLACEMENTS = {
-    least_long_term_message_rate.NAME: least_long_term_message_rate.JAVA_CLASS,
-    least_resource_usage_with_weight.NAME: least_resource_usage_with_weight.JAVA_CLASS,
-    avg_shedder.NAME: avg_shedder.JAVA_CLASS,
-}
-# The placement each shedder is run with in Pulsar deployments (AvgShedder needs itself, as
-# `planner.plan.planning.placement_config` says).
-DEFAULT_PLACEMENT = {
-    "ThresholdShedder": least_resource_usage_with_weight.NAME,
-    "UniformLoadShedder": least_long_term_message_rate.NAME,
-    "OverloadShedder": least_long_term_message_rate.NAME,
-    "AvgShedder": avg_shedder.NAME,
-}
 DEFAULT_POLICIES = (
     "ThresholdShedder",
     "UniformLoadShedder",
@@ -88,18 +74,19 @@ class Policy:
     name: str
     strategy: SheddingStrategy
     offline: bool
-    placement: str | None = None
+    placement: PlacementStrategy | None = None
     cadence_minutes: int | None = None
 
     def cluster_config(self, base: PulsarConfig) -> PulsarConfig:
-        """The brokers' configuration: the shedder and placement for in-broker policies, else as given."""
+        """The brokers' configuration: the shedder and placement for in-broker policies (the placement deployments
+        run the shedder with, unless the policy names one), else as given."""
         if self.offline:
             return base
-        placement = self.placement or DEFAULT_PLACEMENT[self.strategy.name]
+        placement = self.placement or self.strategy.usual_placement
         return base.with_settings(
             {
                 "loadBalancerLoadSheddingStrategy": self.strategy.java_class,
-                "loadBalancerLoadPlacementStrategy": _PLACEMENTS[placement],
+                "loadBalancerLoadPlacementStrategy": placement.java_class,
             }
         )
 
@@ -125,13 +112,16 @@ def parse_policy(text: str) -> Policy:
         raise InputError(f"invalid policy {text!r}: {strategy.name} is an offline plan; use offline:{strategy.name}")
     if placement:
         placement = placement.rsplit(".", 1)[-1]
-        if placement not in _PLACEMENTS:
-            known = ", ".join(sorted(_PLACEMENTS))
+        chosen = placement_strategy(placement)
+        if chosen is None:
+            known = ", ".join(sorted(each.name for each in PLACEMENT_STRATEGIES))
             raise InputError(f"invalid policy {text!r}: placement {placement!r} is not one of {known}")
-        if (placement == avg_shedder.NAME) != (strategy.name == avg_shedder.NAME):
-            # Pulsar refuses to start with AvgShedder placement under another shedder (`ModularLoadManagerImpl`).
-            raise InputError(f"invalid policy {text!r}: AvgShedder placement needs AvgShedder shedding")
-        return Policy(f"{strategy.name}+{placement}", strategy, False, placement=placement)
+        # Pulsar refuses to start with AvgShedder placement under another shedder (`ModularLoadManagerImpl`); the
+        # simulator runs AvgShedder shedding with its own placement only.
+        bound = chosen.bound_shedder or (strategy.name if strategy.binds_own_placement else None)
+        if bound is not None and not chosen.bound_shedder == strategy.name == bound:
+            raise InputError(f"invalid policy {text!r}: {bound} placement needs {bound} shedding")
+        return Policy(f"{strategy.name}+{chosen.name}", strategy, False, placement=chosen)
     return Policy(strategy.name, strategy, False)
 
 
@@ -594,8 +584,11 @@ class Simulation:
         outcome = self.policy.strategy.run(view, self.config, memory.shedding_state)
         memory.shedding_state = outcome.state
         session = memory.session
-        if self.policy.strategy.name == avg_shedder.NAME:
-            session.avg_shedder = placement_state_after_shedding(outcome)
+        # A shedder bound to its placement hands it the destinations it planned (one Java instance: AvgShedder).
+        remember = self.policy.strategy.placement_memory
+        planned = remember(outcome) if remember is not None else None
+        if planned is not None:
+            session.remember(planned)
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         sources, destinations = [], []
         for unload in outcome.unloads:
@@ -609,8 +602,9 @@ class Simulation:
             self._move(row, index[destination], minute, forced=False)
             sources.append(self.moves[-1].source or unload.broker)
             destinations.append(destination)
-        # Planned destinations serve one shedding attempt (PR #26246; earlier releases lose them soon too).
-        session.avg_shedder = AvgShedderPlacementState()
+        if planned is not None:
+            # Planned destinations serve one shedding attempt (PR #26246; earlier releases lose them soon too).
+            session.forget(type(planned))
         if sources:
             self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
 

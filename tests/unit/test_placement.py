@@ -8,9 +8,9 @@ import random
 
 from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
 from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
-from planner.plan.placement.pipeline import PlacementSession
 from planner.plan.placement.pipeline import select_broker as place
 from planner.plan.placement.round_robin_broker_selector import RoundRobinState, select_broker
+from planner.plan.placement.strategy import PlacementSession
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.java_numbers import INT_MAX
 from planner.pulsar.load_manager_shared import remove_most_servicing_brokers_for_namespace

@@ -11,6 +11,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 
+from planner.plan.placement.strategy import PlacementSession
 from planner.pulsar.broker_score import overload_usage
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import BundleData, LoadData, default_bundle_data
@@ -62,3 +63,20 @@ def select_broker(
             best.append(broker_id)
     # Overloaded candidates score +inf and tie with each other, so all-overloaded still picks one.
     return rng.choice(best) if best else None
+
+
+class LeastLongTermMessageRate:
+    name = NAME
+    java_class = JAVA_CLASS
+    bound_shedder = None
+
+    def select(
+        self,
+        candidates: Sequence[str],
+        bundle: str,
+        load_data: LoadData,
+        config: PulsarConfig,
+        session: PlacementSession,
+    ) -> str | None:
+        preallocated = {broker: [data for _, data in items] for broker, items in session.preallocated.items()}
+        return select_broker(candidates, load_data, config, session.rng, preallocated)

@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from planner.plan.placement.strategy import PlacementSession
 from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import LoadData
@@ -57,3 +58,22 @@ def select_broker(
     best = [broker_id for broker_id in candidates if history.get(broker_id, MAX_RESOURCE_USAGE) + difference <= average]
     chosen = rng.choice(best or list(candidates))
     return chosen, LeastResourceUsageWithWeightState(history)
+
+
+class LeastResourceUsageWithWeight:
+    name = NAME
+    java_class = JAVA_CLASS
+    bound_shedder = None
+
+    def select(
+        self,
+        candidates: Sequence[str],
+        bundle: str,
+        load_data: LoadData,
+        config: PulsarConfig,
+        session: PlacementSession,
+    ) -> str | None:
+        state = session.memory(LeastResourceUsageWithWeightState)
+        chosen, state = select_broker(candidates, load_data, config, state, session.rng)
+        session.remember(state)
+        return chosen

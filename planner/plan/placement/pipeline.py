@@ -11,16 +11,11 @@ is re-done once by the placement strategy over all allowed brokers.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
-from planner.plan.placement import least_long_term_message_rate, least_resource_usage_with_weight
-from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeightState
-from planner.plan.placement.round_robin_broker_selector import RoundRobinState
+from planner.plan.placement.registry import configured_placement
 from planner.plan.placement.round_robin_broker_selector import select_broker as round_robin
-from planner.plan.shedding import avg_shedder
-from planner.plan.shedding.avg_shedder import AvgShedderPlacementState
+from planner.plan.placement.strategy import PlacementSession
 from planner.pulsar.broker_score import overload_usage
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import PulsarConfig
@@ -28,44 +23,12 @@ from planner.pulsar.load_manager_shared import (
     bundles_per_broker_in_namespace,
     remove_most_servicing_brokers_for_namespace,
 )
-from planner.pulsar.model import BundleData, LoadData, default_bundle_data
-
-
-@dataclass
-class PlacementSession:
-    """Placement state across the moves of one plan: strategy memories and bundles already assigned."""
-
-    rng: random.Random
-    preallocated: dict[str, list[tuple[str, BundleData]]] = field(default_factory=dict)
-    lruww: LeastResourceUsageWithWeightState = field(default_factory=LeastResourceUsageWithWeightState)
-    round_robin: RoundRobinState = field(default_factory=RoundRobinState)
-    avg_shedder: AvgShedderPlacementState = field(default_factory=AvgShedderPlacementState)
-
-    def record(self, broker: str, bundle: str, data: BundleData) -> None:
-        self.preallocated.setdefault(broker, []).append((bundle, data))
+from planner.pulsar.model import LoadData, default_bundle_data
 
 
 def _topics(load_data: LoadData, session: PlacementSession, broker: str) -> int:
     pending = sum(data.topics for _, data in session.preallocated.get(broker, []))
     return load_data.brokers[broker].num_topics + pending
-
-
-def _strategy_pick(
-    candidates: Sequence[str], bundle: str, load_data: LoadData, config: PulsarConfig, session: PlacementSession
-) -> str | None:
-    strategy = config.placement_short_name
-    if strategy == least_resource_usage_with_weight.NAME:
-        chosen, session.lruww = least_resource_usage_with_weight.select_broker(
-            candidates, load_data, config, session.lruww, session.rng
-        )
-        return chosen
-    if strategy == avg_shedder.NAME:
-        chosen, session.avg_shedder = avg_shedder.select_broker(
-            candidates, bundle, session.avg_shedder, session.rng, load_data, config
-        )
-        return chosen
-    preallocated = {broker: [data for _, data in items] for broker, items in session.preallocated.items()}
-    return least_long_term_message_rate.select_broker(candidates, load_data, config, session.rng, preallocated)
 
 
 def excluded_namespaces(config: PulsarConfig) -> frozenset[str]:
@@ -104,13 +67,14 @@ def select_broker(
     ]
     if not candidates:  # every filter together left none: all allowed brokers
         candidates = allowed
+    strategy = configured_placement(config)
     if namespace in excluded_namespaces(config):
         chosen, session.round_robin = round_robin(candidates, session.round_robin)
     else:
-        chosen = _strategy_pick(candidates, bundle, load_data, config, session)
+        chosen = strategy.select(candidates, bundle, load_data, config, session)
     if chosen is not None and overload_usage(load_data.brokers[chosen], config) > config.overload_threshold:
         # Also after a round-robin pick: the re-pick is the placement strategy's, over all allowed brokers.
-        chosen = _strategy_pick(allowed, bundle, load_data, config, session) or chosen
+        chosen = strategy.select(allowed, bundle, load_data, config, session) or chosen
     if chosen is not None and preallocate:
         session.record(chosen, bundle, load_data.bundle_data.get(bundle, default_bundle_data()))
     return chosen

@@ -21,6 +21,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.plan.document import PairEvaluation
+from planner.plan.placement.strategy import PlacementSession
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import PulsarConfig
@@ -275,6 +276,27 @@ def select_broker(
         ]
         return (_expected_broker(healthy, rng) if healthy else planned), state
     return planned, state
+
+
+class AvgShedderPlacement:
+    """AvgShedder as `loadBalancerLoadPlacementStrategy`: the placement side of the instance that sheds too."""
+
+    name = NAME
+    java_class = JAVA_CLASS
+    bound_shedder = NAME
+
+    def select(
+        self,
+        candidates: Sequence[str],
+        bundle: str,
+        load_data: LoadData,
+        config: PulsarConfig,
+        session: PlacementSession,
+    ) -> str | None:
+        state = session.memory(AvgShedderPlacementState)
+        chosen, state = select_broker(candidates, bundle, state, session.rng, load_data, config)
+        session.remember(state)
+        return chosen
 
 
 def placement_state_after_shedding(outcome: SheddingOutcome[AvgShedderState]) -> AvgShedderPlacementState:

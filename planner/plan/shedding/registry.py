@@ -1,4 +1,9 @@
-"""The shedding strategies by name: the short name or the Java class name written in broker.conf."""
+"""The shedding strategies by name: the short name or the Java class name written in broker.conf.
+
+Each entry says what sets its strategy apart: the releases that ship it, the placement deployments pair it with,
+whether it is its own placement strategy too, whether it is this product's own or runs on the extensible load
+manager. Adding a strategy is one module and one entry here.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.errors import InputError
+from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+from planner.plan.placement.registry import DEFAULT_PLACEMENT
+from planner.plan.placement.strategy import PlacementStrategy
 from planner.plan.shedding import (
     avg_shedder,
     avg_shedder_predictive,
@@ -19,6 +27,32 @@ from planner.plan.shedding.outcome import SheddingOutcome
 from planner.plan.usage_model import UsageModels
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import ExtensibleLoadData, LoadData
+from planner.pulsar.versions import PulsarVersion
+
+
+@dataclass(frozen=True, slots=True)
+class Releases:
+    """The Pulsar releases that ship a strategy: each release listed and the later patches of its line, and every
+    release from the last one listed on. Nothing listed: every release the planner models."""
+
+    firsts: tuple[PulsarVersion, ...] = ()
+
+    @classmethod
+    def of(cls, *firsts: str) -> Releases:
+        return cls(tuple(PulsarVersion.parse(first) for first in firsts))
+
+    def include(self, version: PulsarVersion) -> bool:
+        if not self.firsts or version >= self.firsts[-1]:
+            return True
+        return any(
+            version >= first and (version.major, version.minor) == (first.major, first.minor) for first in self.firsts
+        )
+
+    def __str__(self) -> str:
+        return ", ".join(str(first) for first in self.firsts) + " and later"
+
+
+EVERY_RELEASE = Releases()
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +67,17 @@ class SheddingStrategy:
     # Which load manager runs it: ModularLoadManagerImpl's shedders take LoadData; the extensible load manager's
     # TransferShedder takes ExtensibleLoadData (`run_extensible`).
     extensible: bool = False
+    releases: Releases = EVERY_RELEASE
+    # The placement strategy deployments run it with (the simulator's in-broker policies, unless one names another).
+    usual_placement: PlacementStrategy = DEFAULT_PLACEMENT
+    # A strategy whose Java class is a placement strategy too (AvgShedder, PIP-364): when the placement names the
+    # same class, Pulsar binds the two into one instance, whose placement side keeps what this returns of a shedding
+    # run (the destinations it planned) and places there. A plan with it and no placement named takes that setup.
+    placement_memory: Callable[[SheddingOutcome[Any]], object] | None = None
+
+    @property
+    def binds_own_placement(self) -> bool:
+        return self.placement_memory is not None
 
     def initial_state(self) -> Any:
         return self.state_from_json({}) if self.state_from_json else None
@@ -63,8 +108,8 @@ class SheddingStrategy:
 
     def require_available(self, config: PulsarConfig) -> None:
         """Refuse a strategy the configured release does not ship, as its broker fails to start with it."""
-        if self.name == avg_shedder.NAME and not config.pulsar_version.has_avg_shedder:
-            raise InputError(f"AvgShedder does not exist in Pulsar {config.pulsar_version} (3.0.6, 3.2.4, 3.3.1, 4.x)")
+        if not self.releases.include(config.pulsar_version):
+            raise InputError(f"{self.name} does not exist in Pulsar {config.pulsar_version} ({self.releases})")
 
     def run_extensible(
         self, load_data: ExtensibleLoadData, config: PulsarConfig, state: Any, now_millis: int
@@ -80,6 +125,9 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         avg_shedder.JAVA_CLASS,
         avg_shedder.find_bundles_for_unloading,
         avg_shedder.AvgShedderState.from_json,
+        releases=Releases.of("3.0.6", "3.2.4", "3.3.1"),  # and every 4.x
+        usual_placement=avg_shedder.AvgShedderPlacement(),
+        placement_memory=avg_shedder.placement_state_after_shedding,
     ),
     SheddingStrategy(
         uniform_load_shedder.NAME, uniform_load_shedder.JAVA_CLASS, uniform_load_shedder.find_bundles_for_unloading
@@ -89,6 +137,7 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         threshold_shedder.JAVA_CLASS,
         threshold_shedder.find_bundles_for_unloading,
         threshold_shedder.ThresholdShedderState.from_json,
+        usual_placement=LeastResourceUsageWithWeight(),
     ),
     SheddingStrategy(overload_shedder.NAME, overload_shedder.JAVA_CLASS, overload_shedder.find_bundles_for_unloading),
     SheddingStrategy(
