@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from planner.actions import actions_hash
+from planner.actions import ActionKind, actions_hash
 from planner.store.models import Plan, PlanAction
 
 
@@ -19,7 +19,7 @@ class ExecutableAction:
 
     id: int
     sequence: int
-    kind: str
+    kind: ActionKind
     bundle: str
     source: str
     destination: str | None
@@ -30,12 +30,19 @@ class ExecutableAction:
     def of(cls, row: PlanAction) -> ExecutableAction:
         positions = tuple(row.split_positions) if row.split_positions is not None else None
         return cls(
-            row.id, row.sequence, row.kind, row.bundle, row.source, row.destination, row.split_algorithm, positions
+            row.id,
+            row.sequence,
+            ActionKind(row.kind),
+            row.bundle,
+            row.source,
+            row.destination,
+            row.split_algorithm,
+            positions,
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
+            "kind": self.kind.value,
             "bundle": self.bundle,
             "source": self.source,
             "destination": self.destination,

@@ -8,7 +8,8 @@ from sqlalchemy import select
 
 from planner.audit.plan_records import show_plan
 from planner.errors import InputError
-from planner.execute.executor import _Cluster, execute_plan
+from planner.execute.executor import execute_plan
+from planner.execute.live import LiveCluster
 from planner.lifecycle import Decision
 from planner.plan.document import PlanDocument
 from planner.pulsar.bundle_range import BundleName
@@ -137,7 +138,7 @@ def test_before_pulsar_4_2_a_second_destination_for_the_same_range_waits_until_t
     assert again.results == {0: "succeeded", 1: "succeeded"} and again.status == "executed", again
     assert client.unloads == bundles
     # The cluster's own release (4.2.4) keys destinations by full bundle name: no wait there.
-    assert not _Cluster(CountingClient(pulsar_cluster["brokers"][0]["adminUrl"]), "c").destinations_keyed_by_range
+    assert not LiveCluster(CountingClient(pulsar_cluster["brokers"][0]["adminUrl"]), "c").destinations_keyed_by_range
 
 
 def test_an_unload_without_a_destination_is_sent_as_such_and_pulsar_places_the_bundle(setup):

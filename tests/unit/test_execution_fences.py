@@ -14,15 +14,8 @@ from sqlalchemy import select, text, update
 from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.errors import InputError
-from planner.execute.executor import (
-    ClaimLostError,
-    ExecutorSettings,
-    PlanClaimedError,
-    _release,
-    _renew,
-    claim_plan,
-    execute_plan,
-)
+from planner.execute.claim import ClaimLostError, PlanClaimedError, claim_plan, release, renew
+from planner.execute.executor import ExecutorSettings, execute_plan
 from planner.lifecycle import Decision
 from planner.plan.document import PlanDocument
 from planner.store.approvals import record_decision
@@ -167,12 +160,12 @@ def test_one_plan_at_a_time_sends_to_a_cluster(store):
     # The holder paused past its lease: the cluster passes to the next plan, and the paused run is fenced off.
     taken = claim_plan(store, second, "cli:ops", lease, start + timedelta(minutes=6))
     with store.session() as session, pytest.raises(ClaimLostError):
-        _renew(session, held, lease, start + timedelta(minutes=7))
+        renew(session, held, lease, start + timedelta(minutes=7))
     with store.session() as session:
-        _release(session, taken)
+        release(session, taken)
     # Its own plan's claim is still its token, but the cluster's is not: the paused run stays fenced off.
     with store.session() as session, pytest.raises(ClaimLostError):
-        _renew(session, held, lease, start + timedelta(minutes=8))
+        renew(session, held, lease, start + timedelta(minutes=8))
 
 
 def test_a_lost_claim_is_a_one_line_refusal():
@@ -312,7 +305,7 @@ def test_a_run_paused_before_its_request_leaves_sends_nothing_once_another_run_t
             later = datetime.now(UTC) + timedelta(hours=1)
             taken = claim_plan(store, plan_id, "airflow:execute (resumed task)", timedelta(minutes=5), later)
             with store.session() as session:
-                _release(session, taken)
+                release(session, taken)
 
     monkeypatch.setattr("planner.execute.executor.failpoint", paused)
     with pytest.raises(ClaimLostError, match="taken over by another run"):

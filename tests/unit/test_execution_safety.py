@@ -15,14 +15,8 @@ from planner.actions import actions_hash
 from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
-from planner.execute.executor import (
-    ClaimLostError,
-    ExecutorSettings,
-    PlanClaimedError,
-    _renew,
-    claim_plan,
-    execute_plan,
-)
+from planner.execute.claim import ClaimLostError, PlanClaimedError, claim_plan, renew
+from planner.execute.executor import ExecutorSettings, execute_plan
 from planner.lifecycle import (
     ATTEMPT_TRANSITIONS,
     PLAN_TRANSITIONS,
@@ -92,9 +86,9 @@ def test_a_claimed_plan_is_refused_naming_the_holder_until_its_lease_expires(sto
     # A crashed run's lease runs out: the plan can be resumed, and the old holder is fenced off.
     second = claim_plan(store, plan_id, "run-B", timedelta(minutes=5), start + timedelta(minutes=6))
     with store.session() as session, pytest.raises(ClaimLostError):
-        _renew(session, first, timedelta(minutes=5), start + timedelta(minutes=7))
+        renew(session, first, timedelta(minutes=5), start + timedelta(minutes=7))
     with store.session() as session:
-        _renew(session, second, timedelta(minutes=5), start + timedelta(minutes=7))
+        renew(session, second, timedelta(minutes=5), start + timedelta(minutes=7))
 
 
 def test_a_second_execution_of_a_claimed_plan_sends_nothing_and_says_who_holds_it(store):

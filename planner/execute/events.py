@@ -1,0 +1,33 @@
+"""The audit log's events of an execution: what the executor records, and what the review pages read back."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from planner.lifecycle import AttemptStatus
+
+
+class ExecutionEvent(StrEnum):
+    CLAIMED = "plan.claimed"
+    CLAIM_REFUSED = "plan.claim-refused"
+    OUTSIDE_WINDOWS = "plan.outside-windows"
+    WINDOWS_IGNORED = "plan.windows-ignored"
+    HASH_MISMATCH = "plan.hash-mismatch"
+    STARTED = "plan.execution-started"
+    ROLLED_BACK = "plan.rolled-back"  # recorded on the plan a starting rollback ends
+    EXPIRED = "plan.expired"
+    FINISHED = "plan.execution-finished"
+    EVIDENCE_MISSING = "action.evidence-missing"
+    IN_PROGRESS = "action.in-progress"  # a reconciliation found the request still being carried out
+    FENCES = "drain.fences"
+    DRAIN_CHECKED = "drain.checked"
+    DRAIN_CHECK_FAILED = "drain.check-failed"
+
+
+# Every event of an action's attempts starts so: the audit log's record of the attempts is read back by it.
+ACTION_EVENT_PREFIX = "action."
+
+
+def attempt_event(status: AttemptStatus) -> str:
+    """The event of an attempt reaching `status` (`action.sending`, `action.reconciled-applied`, ...)."""
+    return f"{ACTION_EVENT_PREFIX}{status.value}"
