@@ -11,91 +11,18 @@ from collections.abc import Sequence
 
 from planner.plan.document import BalanceReport, BrokerForecast, PairEvaluation
 from planner.plan.shedding import avg_shedder, transfer_shedder, uniform_load_shedder
+from planner.plan.shedding.registry import shedding_strategy
 from planner.plan.shedding.transfer_shedder import TransferOutcome
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.model import LoadData
 
-AVG_SHEDDERS = ("AvgShedder", "AvgShedderPredictive")
 # The strategies' own words for "within the thresholds": the summary says that with figures instead.
 BALANCED_REASONS = frozenset({avg_shedder.NO_PAIR, uniform_load_shedder.WITHIN_THRESHOLDS})
-
-
-def _thresholds(strategy: str, config: PulsarConfig) -> dict[str, float]:
-    if strategy in AVG_SHEDDERS:
-        return {
-            "loadBalancerAvgShedderLowThreshold": config.avg_shedder_low_threshold,
-            "loadBalancerAvgShedderHighThreshold": config.avg_shedder_high_threshold,
-            "loadBalancerAvgShedderHitCountLowThreshold": config.avg_shedder_hit_count_low_threshold,
-            "loadBalancerAvgShedderHitCountHighThreshold": config.avg_shedder_hit_count_high_threshold,
-        }
-    if strategy == "UniformLoadShedder":
-        return {
-            "loadBalancerMsgRateDifferenceShedderThreshold": config.msg_rate_difference_shedder_threshold,
-            "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": (
-                config.msg_throughput_multiplier_difference_shedder_threshold
-            ),
-        }
-    if strategy == "ThresholdShedder":
-        return {"loadBalancerBrokerThresholdShedderPercentage": config.broker_threshold_shedder_percentage}
-    return {"loadBalancerBrokerOverloadedThresholdPercentage": config.broker_overloaded_threshold_percentage}
 
 
 def spread(values: Sequence[float]) -> float:
     """Highest minus lowest (0 with no values)."""
     return max(values) - min(values) if values else 0.0
-
-
-def _waiting_pairs(pairs: Sequence[PairEvaluation], config: PulsarConfig) -> list[str]:
-    """AvgShedder's pairs over the low threshold that did not fire: how many hits they have and need."""
-    waiting = []
-    for pair in pairs:
-        if pair.fired:
-            continue
-        over_high = pair.gap >= config.avg_shedder_high_threshold
-        hits, needed, threshold = (
-            (pair.high_hits, config.avg_shedder_hit_count_high_threshold, config.avg_shedder_high_threshold)
-            if over_high
-            else (pair.low_hits, config.avg_shedder_hit_count_low_threshold, config.avg_shedder_low_threshold)
-        )
-        waiting.append(
-            f"{pair.overloaded} → {pair.underloaded}: gap {pair.gap:.1f} points over the "
-            f"{'high' if over_high else 'low'} threshold {threshold:g}, {hits} of {needed} consecutive hits"
-        )
-    return waiting
-
-
-def _measured(
-    strategy: str,
-    config: PulsarConfig,
-    load_data: LoadData,
-    brokers: Sequence[BrokerForecast],
-    pairs: Sequence[PairEvaluation],
-) -> tuple[str, bool]:
-    """What the strategy measured, and whether that is within its thresholds."""
-    score_spread = spread([broker.score_before for broker in brokers])
-    if strategy in AVG_SHEDDERS:
-        threshold = config.avg_shedder_low_threshold
-        if not pairs:
-            return (
-                f"no broker pair's score gap reaches the low threshold {threshold:g} (score spread {score_spread:.1f})",
-                True,
-            )
-        return f"{len(pairs)} broker pair(s) over the low threshold {threshold:g}", False
-    if strategy == "UniformLoadShedder":
-        uniform = uniform_load_shedder.measure(load_data, config)
-        text = (
-            f"msg/s gap {uniform.rate_difference_percent:.0f} % of the lowest broker (threshold "
-            f"{config.msg_rate_difference_shedder_threshold:g} %), throughput ratio "
-            f"{uniform.throughput_multiplier:.2f} (threshold "
-            f"{config.msg_throughput_multiplier_difference_shedder_threshold:g})"
-        )
-        return text, not (uniform.rate_hit or uniform.throughput_hit)
-    if strategy == "ThresholdShedder":
-        percentage = config.broker_threshold_shedder_percentage
-        return f"threshold {percentage} points over the cluster's average usage (score spread {score_spread:.1f})", True
-    highest = max(broker.score_before for broker in brokers)
-    overloaded = config.broker_overloaded_threshold_percentage
-    return f"highest score {highest:.1f} (overloaded from {overloaded} %)", highest < overloaded
 
 
 def _report(
@@ -128,7 +55,8 @@ def balance_report(
 ) -> BalanceReport:
     score_spread = spread([broker.score_before for broker in brokers])
     msg_rate_spread = spread([broker.msg_rate_before for broker in brokers])
-    waiting = tuple(_waiting_pairs(pairs, config)) if strategy in AVG_SHEDDERS else ()
+    terms = shedding_strategy(strategy).balance
+    waiting = tuple(terms.waiting(pairs, config)) if terms.waiting is not None else ()
     balanced = False
     if planned:
         summary = f"{planned} action(s) planned by {strategy}"
@@ -137,7 +65,7 @@ def balance_report(
     elif waiting:
         summary = f"Nothing to do yet: {len(waiting)} pair(s) over a threshold wait for their consecutive hits"
     else:
-        measured, within = _measured(strategy, config, load_data, brokers, pairs)
+        measured, within = terms.measured(config, load_data, brokers, pairs, score_spread)
         notes = [note for note in notes if note not in BALANCED_REASONS]
         # The strategy's reasons say why nothing moved although a threshold was crossed (a broker with one
         # bundle, a budget no bundle fits, traffic below minUnloadMessage).
@@ -145,7 +73,7 @@ def balance_report(
         summary = (
             f"Balanced, nothing to do: {measured}" if balanced else "; ".join([f"Nothing planned: {measured}", *notes])
         )
-    return _report(balanced, summary, score_spread, msg_rate_spread, _thresholds(strategy, config), waiting)
+    return _report(balanced, summary, score_spread, msg_rate_spread, terms.thresholds(config), waiting)
 
 
 def transfer_balance_report(

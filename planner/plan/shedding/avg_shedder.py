@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.errors import InputError
-from planner.plan.document import PairEvaluation
+from planner.plan.document import BrokerForecast, PairEvaluation
 from planner.plan.placement.strategy import PlacementSession
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.broker_score import broker_usage
@@ -306,3 +306,50 @@ def placement_state_after_shedding(outcome: SheddingOutcome[AvgShedderState]) ->
     return AvgShedderPlacementState(
         {unload.bundle: unload.destination for unload in planned}, {unload.bundle: unload.broker for unload in planned}
     )
+
+
+# --- the plan's balance report -------------------------------------------------------------------
+
+
+def balance_thresholds(config: PulsarConfig) -> dict[str, float]:
+    return {
+        "loadBalancerAvgShedderLowThreshold": config.avg_shedder_low_threshold,
+        "loadBalancerAvgShedderHighThreshold": config.avg_shedder_high_threshold,
+        "loadBalancerAvgShedderHitCountLowThreshold": config.avg_shedder_hit_count_low_threshold,
+        "loadBalancerAvgShedderHitCountHighThreshold": config.avg_shedder_hit_count_high_threshold,
+    }
+
+
+def balance_measured(
+    config: PulsarConfig,
+    load_data: LoadData,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[PairEvaluation],
+    score_spread: float,
+) -> tuple[str, bool]:
+    threshold = config.avg_shedder_low_threshold
+    if not pairs:
+        return (
+            f"no broker pair's score gap reaches the low threshold {threshold:g} (score spread {score_spread:.1f})",
+            True,
+        )
+    return f"{len(pairs)} broker pair(s) over the low threshold {threshold:g}", False
+
+
+def waiting_pairs(pairs: Sequence[PairEvaluation], config: PulsarConfig) -> list[str]:
+    """The pairs over the low threshold that did not fire: how many hits they have and need."""
+    waiting = []
+    for pair in pairs:
+        if pair.fired:
+            continue
+        over_high = pair.gap >= config.avg_shedder_high_threshold
+        hits, needed, threshold = (
+            (pair.high_hits, config.avg_shedder_hit_count_high_threshold, config.avg_shedder_high_threshold)
+            if over_high
+            else (pair.low_hits, config.avg_shedder_hit_count_low_threshold, config.avg_shedder_low_threshold)
+        )
+        waiting.append(
+            f"{pair.overloaded} → {pair.underloaded}: gap {pair.gap:.1f} points over the "
+            f"{'high' if over_high else 'low'} threshold {threshold:g}, {hits} of {needed} consecutive hits"
+        )
+    return waiting

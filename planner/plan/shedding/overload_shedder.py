@@ -7,6 +7,9 @@ at least one, if it has more than one bundle.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from planner.plan.document import BrokerForecast, PairEvaluation
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.broker_score import overload_usage
 from planner.pulsar.config import PulsarConfig
@@ -38,3 +41,22 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
         ]
         unloads.extend(Unload(broker_id, bundle) for bundle in select_until_reached(candidates, minimum))
     return SheddingOutcome(tuple(unloads), None, tuple(reasons))
+
+
+# --- the plan's balance report -------------------------------------------------------------------
+
+
+def balance_thresholds(config: PulsarConfig) -> dict[str, float]:
+    return {"loadBalancerBrokerOverloadedThresholdPercentage": config.broker_overloaded_threshold_percentage}
+
+
+def balance_measured(
+    config: PulsarConfig,
+    load_data: LoadData,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[PairEvaluation],
+    score_spread: float,
+) -> tuple[str, bool]:
+    highest = max(broker.score_before for broker in brokers)
+    overloaded = config.broker_overloaded_threshold_percentage
+    return f"highest score {highest:.1f} (overloaded from {overloaded} %)", highest < overloaded

@@ -7,11 +7,12 @@ manager. Adding a strategy is one module and one entry here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from planner.errors import InputError
+from planner.plan.document import BrokerForecast, PairEvaluation
 from planner.plan.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
 from planner.plan.placement.registry import DEFAULT_PLACEMENT
 from planner.plan.placement.strategy import PlacementStrategy
@@ -54,6 +55,29 @@ class Releases:
 
 EVERY_RELEASE = Releases()
 
+# What a strategy measured of the cluster (its config, the LoadData, the brokers' forecasts, its pairs, the brokers'
+# score spread), in its own words, and whether that is within its thresholds.
+Measured = Callable[
+    [PulsarConfig, LoadData, Sequence[BrokerForecast], Sequence[PairEvaluation], float], tuple[str, bool]
+]
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceTerms:
+    """How a strategy explains a run in the plan's balance report: its thresholds under Pulsar's key names, what it
+    measured, and for a strategy that counts hits, the pairs over a threshold still waiting for theirs."""
+
+    thresholds: Callable[[PulsarConfig], dict[str, float]]
+    measured: Measured
+    waiting: Callable[[Sequence[PairEvaluation], PulsarConfig], list[str]] | None = None
+
+
+AVG_SHEDDER_TERMS = BalanceTerms(
+    avg_shedder.balance_thresholds, avg_shedder.balance_measured, avg_shedder.waiting_pairs
+)
+# The overload threshold, which every modular shedder's broker also watches: the terms of a strategy without its own.
+OVERLOAD_TERMS = BalanceTerms(overload_shedder.balance_thresholds, overload_shedder.balance_measured)
+
 
 @dataclass(frozen=True, slots=True)
 class SheddingStrategy:
@@ -74,6 +98,7 @@ class SheddingStrategy:
     # same class, Pulsar binds the two into one instance, whose placement side keeps what this returns of a shedding
     # run (the destinations it planned) and places there. A plan with it and no placement named takes that setup.
     placement_memory: Callable[[SheddingOutcome[Any]], object] | None = None
+    balance: BalanceTerms = OVERLOAD_TERMS
 
     @property
     def binds_own_placement(self) -> bool:
@@ -128,9 +153,13 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         releases=Releases.of("3.0.6", "3.2.4", "3.3.1"),  # and every 4.x
         usual_placement=avg_shedder.AvgShedderPlacement(),
         placement_memory=avg_shedder.placement_state_after_shedding,
+        balance=AVG_SHEDDER_TERMS,
     ),
     SheddingStrategy(
-        uniform_load_shedder.NAME, uniform_load_shedder.JAVA_CLASS, uniform_load_shedder.find_bundles_for_unloading
+        uniform_load_shedder.NAME,
+        uniform_load_shedder.JAVA_CLASS,
+        uniform_load_shedder.find_bundles_for_unloading,
+        balance=BalanceTerms(uniform_load_shedder.balance_thresholds, uniform_load_shedder.balance_measured),
     ),
     SheddingStrategy(
         threshold_shedder.NAME,
@@ -138,6 +167,7 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         threshold_shedder.find_bundles_for_unloading,
         threshold_shedder.ThresholdShedderState.from_json,
         usual_placement=LeastResourceUsageWithWeight(),
+        balance=BalanceTerms(threshold_shedder.balance_thresholds, threshold_shedder.balance_measured),
     ),
     SheddingStrategy(overload_shedder.NAME, overload_shedder.JAVA_CLASS, overload_shedder.find_bundles_for_unloading),
     SheddingStrategy(
@@ -147,6 +177,7 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         avg_shedder_predictive.PredictiveState.from_json,
         uses_usage_models=True,
         in_pulsar=False,
+        balance=AVG_SHEDDER_TERMS,
     ),
     SheddingStrategy(
         transfer_shedder.NAME,

@@ -11,11 +11,12 @@ The moving averages are the strategy's state; they are passed in and returned, n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from planner.errors import InputError
+from planner.plan.document import BrokerForecast, PairEvaluation
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import MIB, PulsarConfig
@@ -124,3 +125,21 @@ def _lower_boundary_shedding(load_data: LoadData, config: PulsarConfig, history:
         return []
     selected = select_until_reached(_throughput_candidates(load_data, config, busiest), minimum)
     return [Unload(busiest, bundle) for bundle in selected]
+
+
+# --- the plan's balance report -------------------------------------------------------------------
+
+
+def balance_thresholds(config: PulsarConfig) -> dict[str, float]:
+    return {"loadBalancerBrokerThresholdShedderPercentage": config.broker_threshold_shedder_percentage}
+
+
+def balance_measured(
+    config: PulsarConfig,
+    load_data: LoadData,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[PairEvaluation],
+    score_spread: float,
+) -> tuple[str, bool]:
+    percentage = config.broker_threshold_shedder_percentage
+    return f"threshold {percentage} points over the cluster's average usage (score spread {score_spread:.1f})", True

@@ -8,8 +8,10 @@ broker per run; the destination is left to the placement strategy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from planner.plan.document import BrokerForecast, PairEvaluation
 from planner.plan.shedding.outcome import SheddingOutcome, Unload
 from planner.pulsar.config import PulsarConfig
 from planner.pulsar.java_numbers import INT_MAX, concurrent_hash_map_order, java_int, wrap_int32
@@ -152,3 +154,32 @@ def find_bundles_for_unloading(load_data: LoadData, config: PulsarConfig, state:
             remaining -= java_int(candidate.traffic)
     reasons = () if selected else (f"{source}: no bundle fits the {criterion} to move ({budget})",)
     return SheddingOutcome(tuple(Unload(source, bundle) for bundle in selected), None, reasons)
+
+
+# --- the plan's balance report -------------------------------------------------------------------
+
+
+def balance_thresholds(config: PulsarConfig) -> dict[str, float]:
+    return {
+        "loadBalancerMsgRateDifferenceShedderThreshold": config.msg_rate_difference_shedder_threshold,
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": (
+            config.msg_throughput_multiplier_difference_shedder_threshold
+        ),
+    }
+
+
+def balance_measured(
+    config: PulsarConfig,
+    load_data: LoadData,
+    brokers: Sequence[BrokerForecast],
+    pairs: Sequence[PairEvaluation],
+    score_spread: float,
+) -> tuple[str, bool]:
+    uniform = measure(load_data, config)
+    text = (
+        f"msg/s gap {uniform.rate_difference_percent:.0f} % of the lowest broker (threshold "
+        f"{config.msg_rate_difference_shedder_threshold:g} %), throughput ratio "
+        f"{uniform.throughput_multiplier:.2f} (threshold "
+        f"{config.msg_throughput_multiplier_difference_shedder_threshold:g})"
+    )
+    return text, not (uniform.rate_hit or uniform.throughput_hit)
