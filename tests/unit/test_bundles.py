@@ -12,6 +12,7 @@ from planner.errors import InputError
 from planner.plan.bundles import (
     flow_or_qps_equally_divide,
     range_equally_divide,
+    registry,
     specified_positions_divide,
     topic_count_equally_divide,
 )
@@ -25,7 +26,7 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import (
 from planner.plan.bundles.split import apply_split, can_split, equal_positions
 from planner.plan.bundles.split_algorithm import TopicLoad
 from planner.pulsar.bundle_range import BundleName, BundleNameError, BundleRange
-from planner.pulsar.config import PulsarConfig
+from planner.pulsar.config import SPLIT_ALGORITHMS, PulsarConfig
 from planner.pulsar.model import NamespaceBundleStats
 from tests.builders import MIB, broker, bundle_data, load_data
 
@@ -71,6 +72,11 @@ def test_bundle_names_parse_and_refuse_malformed_ones():
     ]:
         with pytest.raises(BundleNameError):
             BundleName.parse(bad)
+
+
+def test_every_split_algorithm_pulsar_names_has_one_implementation_in_the_registry():
+    assert tuple(algorithm.name for algorithm in registry.SPLIT_ALGORITHMS) == SPLIT_ALGORITHMS
+    assert registry.split_algorithm("middle_divide") is None
 
 
 def test_v20_range_equally_divide():
