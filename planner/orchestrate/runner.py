@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -21,16 +19,21 @@ from planner import progress, storage
 from planner.collect.collector import read_archive, snapshot_reports
 from planner.durations import parse_duration
 from planner.errors import InputError
-from planner.lifecycle import SnapshotStatus
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import is_extensible_load_manager
+from planner.store.clusters import cluster_admin_url
 from planner.store.database import Store
-from planner.store.models import Cluster, RecentlyUnloaded, Snapshot
 from planner.store.plans import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
-from planner.store.snapshots import unpublished_snapshot_ids
+from planner.store.snapshots import (
+    StoredSnapshot,
+    list_snapshots,
+    recently_unloaded_bundles,
+    snapshot_cluster,
+    unpublished_snapshot_ids,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +60,11 @@ class PlanRequest:
         return self.planner_name
 
 
-def _latest_snapshot(store: Store, cluster: str) -> Snapshot:
-    with store.session() as session:
-        snapshot = session.scalar(
-            select(Snapshot)
-            .join(Cluster)
-            .where(Cluster.name == cluster, Snapshot.status == SnapshotStatus.PUBLISHED.value)
-            .order_by(Snapshot.id.desc())
-            .limit(1)
-        )
-        if snapshot is None:
-            raise InputError(f"cluster {cluster!r} has no snapshots yet: run `pulsar-rebalance collect` first")
-        session.expunge(snapshot)
-        return snapshot
+def _latest_snapshot(store: Store, cluster: str) -> StoredSnapshot:
+    latest = list_snapshots(store, cluster, limit=1)
+    if not latest:
+        raise InputError(f"cluster {cluster!r} has no snapshots yet: run `pulsar-rebalance collect` first")
+    return latest[0]
 
 
 def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple[dict[str, Any], dict[str, int]]:
@@ -82,11 +77,7 @@ def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple
         snapshot = _latest_snapshot(store, cluster)
         stored = read_state(store, cluster, request.planner_name_on(snapshot.load_manager))
         archive = read_archive(snapshot.archive_path)
-        with store.session() as session:
-            recent = {
-                row.bundle: row.unloaded_at_millis
-                for row in session.scalars(select(RecentlyUnloaded).join(Cluster).where(Cluster.name == cluster))
-            }
+        recent = recently_unloaded_bundles(store, cluster)
         inputs[cluster] = {
             "state": stored.state,
             "settings": dict(request.settings),
@@ -137,11 +128,7 @@ def commit_job_output(
     the snapshot planned and the state version read (the same inputs are one run).
     """
     for cluster, result in results.items():
-        with store.session() as session:
-            known = session.scalar(
-                select(Snapshot.id).join(Cluster).where(Cluster.name == cluster, Snapshot.id == result.snapshot)
-            )
-        if known is None:
+        if snapshot_cluster(store, result.snapshot) != cluster:
             # Checked for every cluster before any commit, so a refused run writes nothing.
             raise InputError(
                 f"plan of cluster {cluster!r}: snapshot {result.snapshot} is in the samples files but not in this "
@@ -152,8 +139,7 @@ def commit_job_output(
     for cluster, result in results.items():
         version = request_document["stateVersions"][cluster]
         run = run_id or f"snapshot-{result.snapshot}.state-v{version}"
-        with store.session() as session:
-            admin_url = session.scalar(select(Cluster.admin_url).where(Cluster.name == cluster)) or ""
+        admin_url = cluster_admin_url(store, cluster) or ""
         committed[cluster] = commit_plan_once(
             store,
             result.plan,

@@ -199,6 +199,14 @@ def snapshot_status(store: Store, snapshot_id: int) -> SnapshotStatus | None:
     return SnapshotStatus(status) if status is not None else None
 
 
+def snapshot_cluster(store: Store, snapshot_id: int | None) -> str | None:
+    """The cluster a snapshot of any status belongs to; None for a snapshot this store does not have."""
+    if snapshot_id is None:
+        return None
+    with store.session() as session:
+        return session.scalar(select(Cluster.name).join(Snapshot).where(Snapshot.id == snapshot_id))
+
+
 def unpublished_snapshot_ids(store: Store, cluster: str) -> list[int]:
     """Snapshot ids readers must skip: staged (being written, or left by a killed collect) and abandoned."""
     with store.session() as session:
