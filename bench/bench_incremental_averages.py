@@ -12,8 +12,8 @@ history would be). Generated once into ~/.cache/pulsar-rebalance/bench; never ti
 
 Timed, each after one untimed warm-up on the same session (JIT, file listing), all on local[2]:
 - scan and group-by: per bundle, the row count, the four rates' sums and the largest topic count;
-- full recompute: `spark_jobs.plan_job.bundle_averages` over the whole history, as the job runs it;
-- hourly run: `spark_jobs.plan_job.cluster_averages` an hour after a stored state (choosing the state, checking
+- full recompute: `spark_jobs.averaging.bundle_averages` over the whole history, as the job runs it;
+- hourly run: `spark_jobs.averaging.cluster_averages` an hour after a stored state (choosing the state, checking
   for late snapshots, folding the new hour), and listing the snapshot ids the next state records.
 The state is written (untimed) from a full recompute an hour earlier. The two results are compared: the
 largest relative difference is printed.
@@ -33,18 +33,12 @@ from bench_spark_averages import T0, dataset, load_average, store_reports
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the PySpark convention
 
-from planner.samples.averages_state import AVERAGE_COLUMNS, StateChoice
-from spark_jobs.plan_job import (
-    RATE_COLUMNS,
-    Averaging,
-    ReportPositions,
-    bundle_averages,
-    cluster_averages,
-    keep_state,
-    read_table,
-    recent_snapshots,
-)
+from planner.plan.request import Averaging
+from planner.samples.averages_state import AVERAGE_COLUMNS, RATE_COLUMNS, StateChoice
+from spark_jobs.averaging import ReportPositions, bundle_averages, cluster_averages, recent_snapshots
+from spark_jobs.plan_job import keep_state
 from spark_jobs.session import spark_session
+from spark_jobs.tables import read_table
 
 MINUTES_APART = 5
 HISTORY = timedelta(days=365)  # longer than the data: the full recompute reads all of it

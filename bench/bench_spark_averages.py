@@ -13,7 +13,7 @@ in ~/.cache/pulsar-rebalance/bench; generation is never timed.
 Both sides compute the same thing from the same Parquet files: per (cluster, bundle), Pulsar's
 short- and long-term sample-count averages of the four rates, the sample counts and the latest topic
 count, the samples in the collector's replay order (snapshot id, then broker).
-- Spark: `spark_jobs.plan_job.bundle_averages` as the job runs it, given what the store records of the
+- Spark: `spark_jobs.averaging.bundle_averages` as the job runs it, given what the store records of the
   snapshots (which broker's report each lacks: a missing report is no gap), written to a no-op sink.
 - pandas: one process, vectorised (pandas and NumPy, no Python loop over rows); reads only the columns
   it needs with pyarrow (string keys as categoricals), sorts by (cluster, bundle, snapshot id, broker),
@@ -43,18 +43,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from planner.plan.request import Averaging
+from planner.samples.averages_state import LONG_SAMPLES, RATE_COLUMNS, SHORT_SAMPLES
 from planner.samples.dataset import BROKER_SCHEMA, BUNDLE_SCHEMA
 from planner.samples.reports import SnapshotReports
-from spark_jobs.plan_job import (
-    LONG_SAMPLES,
-    RATE_COLUMNS,
-    SHORT_SAMPLES,
-    Averaging,
-    ReportPositions,
-    bundle_averages,
-    read_table,
-)
+from spark_jobs.averaging import ReportPositions, bundle_averages
 from spark_jobs.session import spark_session
+from spark_jobs.tables import read_table
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SNAPSHOTS_PER_FILE = 60  # one file per hour: never across a date partition

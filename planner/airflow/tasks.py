@@ -33,6 +33,7 @@ from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
 from planner.plan.maintenance import MaintenanceRequest
+from planner.plan.request import JobRequest
 from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
 from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
 from planner.store.approvals import (
@@ -127,7 +128,7 @@ def prepare_plan(
         maintenance=MaintenanceRequest.parse(maintenance, f"run {run_id} params") if maintenance else None,
     )
     input_uri = storage.join(run_uri, "input.json")
-    storage.write_bytes(input_uri, json.dumps(job_request(store(), request)).encode())
+    storage.write_bytes(input_uri, json.dumps(job_request(store(), request).to_json()).encode())
     return {"samples": storage.to_uri(samples_root(root)), "input": input_uri, "output": run_uri}
 
 
@@ -137,7 +138,8 @@ def commit_plan_output(cluster: str, uris: dict[str, str], run_id: str) -> dict[
 
     output = plan_output_uri(uris["output"], cluster)
     result = JobResult.parse(storage.read_bytes(output, "the Spark job's output"), f"Spark job output {output}")
-    request = json.loads(storage.read_bytes(uris["input"], "the Spark job's input"))
+    input_uri = uris["input"]
+    request = JobRequest.parse(storage.read_bytes(input_uri, "the Spark job's input"), f"Spark job input {input_uri}")
     committed = commit_job_output(store(), request, {cluster: result}, run_id)[cluster]
     return _summary(committed.plan_id, committed.created, result.plan)
 

@@ -94,7 +94,9 @@ def command_plans(args: argparse.Namespace) -> None:
 
 
 def command_plan_run(args: argparse.Namespace) -> None:
+    from planner.durations import parse_duration
     from planner.orchestrate.runner import PlanRequest, run_plan
+    from planner.plan.request import Averaging
     from planner.samples.dataset import samples_root
 
     if not args.cluster:
@@ -106,8 +108,8 @@ def command_plan_run(args: argparse.Namespace) -> None:
         clusters=tuple(args.cluster),
         strategy=shedding_strategy(args.strategy).name,
         settings={key: str(value) for key, value in settings.items()},
-        averaging=args.averaging,
-        history=args.history,
+        averaging=Averaging.parse(args.averaging),
+        history=parse_duration(args.history),
         include_splits=not args.no_splits,
         recompute_averages=args.recompute_averages,
         maintenance=maintenance,

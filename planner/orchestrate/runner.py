@@ -7,20 +7,20 @@ the CLI runs the job in-process with `run_plan`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 from planner import progress, storage
 from planner.collect.collector import read_archive, snapshot_reports
-from planner.durations import parse_duration
 from planner.errors import InputError
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
+from planner.plan.request import DEFAULT_HISTORY, Averaging, ClusterInputs, JobRequest, span_text
 from planner.plan.shedding import transfer_shedder
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import is_extensible_load_manager
@@ -38,19 +38,25 @@ from planner.store.snapshots import (
 
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
+    """What a plan run is asked for. The strategy is taken by its short or Java class name and kept by the
+    registry's name."""
+
     clusters: tuple[str, ...]
     strategy: str
     settings: Mapping[str, str]
-    averaging: str = "pulsar"
-    history: str = "7d"
+    averaging: Averaging = field(default_factory=Averaging)
+    history: timedelta = DEFAULT_HISTORY
     include_splits: bool = True
     recompute_averages: bool = False  # rather than fold onto the stored averages state
     maintenance: MaintenanceRequest | None = None  # a drain or fill plan instead of the strategy's
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "strategy", shedding_strategy(self.strategy).name)
+
     @property
     def planner_name(self) -> str:
         """Whose state the plan reads and commits: the strategy's, or the maintenance mode's (always empty)."""
-        return self.maintenance.mode.value if self.maintenance else shedding_strategy(self.strategy).name
+        return self.maintenance.mode.value if self.maintenance else self.strategy
 
     def planner_name_on(self, load_manager: str | None) -> str:
         """`planner_name` on a cluster of `load_manager`: the extensible one's plans are TransferShedder's whatever
@@ -67,58 +73,59 @@ def _latest_snapshot(store: Store, cluster: str) -> StoredSnapshot:
     return latest[0]
 
 
-def cluster_inputs(store: Store, request: PlanRequest, as_of: datetime) -> tuple[dict[str, Any], dict[str, int]]:
+def cluster_inputs(
+    store: Store, request: PlanRequest, as_of: datetime
+) -> tuple[dict[str, ClusterInputs], dict[str, int]]:
     """Per cluster: stored state, settings, recently unloaded bundles, namespace bundle counts and the snapshots
     within the history window up to `as_of`; and the state version each was read at."""
-    history = parse_duration(request.history)
-    inputs: dict[str, Any] = {}
+    inputs: dict[str, ClusterInputs] = {}
     versions: dict[str, int] = {}
     for cluster in request.clusters:
         snapshot = _latest_snapshot(store, cluster)
         stored = read_state(store, cluster, request.planner_name_on(snapshot.load_manager))
         archive = read_archive(snapshot.archive_path)
         recent = recently_unloaded_bundles(store, cluster)
-        inputs[cluster] = {
-            "state": stored.state,
-            "settings": dict(request.settings),
-            "recentlyUnloadedBundles": recent,
-            "namespaceBundleCounts": {ns: len(b) - 1 for ns, b in archive.get("bundleBoundaries", {}).items()},
-            "includeSplits": request.include_splits,
+        maintenance = request.maintenance
+        inputs[cluster] = ClusterInputs(
+            state=stored.state,
+            settings=dict(request.settings),
+            recently_unloaded_bundles=recent,
+            namespace_bundle_counts={ns: len(b) - 1 for ns, b in archive.get("bundleBoundaries", {}).items()},
+            include_splits=request.include_splits,
             # The job reads the samples files itself: it must skip every snapshot that is not published.
-            "excludedSnapshots": unpublished_snapshot_ids(store, cluster),
+            excluded_snapshots=unpublished_snapshot_ids(store, cluster),
             # Which load reports those files hold: the job places each sample among its broker's by them.
-            "reports": snapshot_reports(store, cluster, as_of - history, as_of).model_dump(mode="json"),
+            reports=snapshot_reports(store, cluster, as_of - request.history, as_of),
             # The brokers' load manager at the latest snapshot: the extensible one plans with TransferShedder.
-            "loadManager": snapshot.load_manager,
-            "recentlyUnloadedBrokers": recently_unloaded_brokers(store, cluster, as_of),
-        }
-        if request.maintenance is not None:
-            inputs[cluster]["maintenance"] = request.maintenance.to_json()
+            load_manager=snapshot.load_manager,
+            recently_unloaded_brokers=recently_unloaded_brokers(store, cluster, as_of),
+            maintenance=maintenance,
             # Every bundle each broker owned at the latest snapshot, idle ones included (absent from load reports).
-            inputs[cluster]["ownedBundles"] = archive.get("ownedBundles", {})
+            owned_bundles=archive.get("ownedBundles", {}) if maintenance is not None else {},
+        )
         versions[cluster] = stored.version
     return inputs, versions
 
 
-def job_request(store: Store, request: PlanRequest, as_of: datetime | None = None) -> dict[str, Any]:
-    """The JSON document the Spark job takes (`--input`), with the state versions the commit checks."""
+def job_request(store: Store, request: PlanRequest, as_of: datetime | None = None) -> JobRequest:
+    """What the Spark job takes (`--input`), with the state versions the commit checks."""
     as_of = as_of or datetime.now(UTC)
     inputs, versions = cluster_inputs(store, request, as_of)
-    return {
-        "clusters": list(request.clusters),
-        "strategy": shedding_strategy(request.strategy).name,
-        "inputs": inputs,
-        "stateVersions": versions,
-        "averaging": request.averaging,
-        "history": request.history,
-        "recomputeAverages": request.recompute_averages,
-        "asOf": as_of.isoformat(),
-    }
+    return JobRequest(
+        clusters=request.clusters,
+        strategy=request.strategy,
+        inputs=inputs,
+        state_versions=versions,
+        averaging=request.averaging,
+        history=request.history,
+        recompute_averages=request.recompute_averages,
+        as_of=as_of,
+    )
 
 
 def commit_job_output(
     store: Store,
-    request_document: Mapping[str, Any],
+    request: JobRequest,
     results: Mapping[str, JobResult],
     run_id: str | None = None,
 ) -> dict[str, CommitResult]:
@@ -137,7 +144,7 @@ def commit_job_output(
             )
     committed = {}
     for cluster, result in results.items():
-        version = request_document["stateVersions"][cluster]
+        version = request.state_versions[cluster]
         run = run_id or f"snapshot-{result.snapshot}.state-v{version}"
         admin_url = cluster_admin_url(store, cluster) or ""
         committed[cluster] = commit_plan_once(
@@ -167,30 +174,20 @@ def run_plan(
     A given Spark session is used and left running; otherwise one is started on `master` (a local master, a
     cluster's, or a Spark Connect endpoint) with `spark_conf`, and stopped.
     """
-    from spark_jobs.plan_job import Averaging, plan_clusters
+    from spark_jobs.plan_job import plan_clusters
     from spark_jobs.session import spark_session
 
-    document = job_request(store, request)
+    job = job_request(store, request)
     own_session = spark is None
     spark = spark or spark_session(master, conf=spark_conf, storage_root=storage.to_uri(samples))
     try:
         with progress.spark_stages(spark, f"Spark job ({master})"):
-            results = plan_clusters(
-                spark,
-                samples,
-                list(request.clusters),
-                document["strategy"],
-                inputs=document["inputs"],
-                averaging=Averaging.parse(request.averaging),
-                history=parse_duration(request.history),
-                as_of=datetime.fromisoformat(document["asOf"]),
-                recompute_averages=request.recompute_averages,
-            )
+            results = plan_clusters(spark, samples, job)
     finally:
         if own_session:
             spark.stop()
     missing = sorted(set(request.clusters) - set(results))
     if missing:
-        raise InputError(f"no samples in the last {request.history} for {', '.join(missing)}")
-    committed = commit_job_output(store, document, results, run_id)
+        raise InputError(f"no samples in the last {span_text(request.history)} for {', '.join(missing)}")
+    committed = commit_job_output(store, job, results, run_id)
     return {cluster: (committed[cluster], results[cluster]) for cluster in results}

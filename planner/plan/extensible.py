@@ -167,7 +167,7 @@ def bundles_to_split(
     for broker, report in sorted(reports.items()):
         previous = hit_counts.get(broker, {})
         hits = {bundle: count for bundle, count in previous.items() if bundle in report.last_stats}
-        decided, planned = 0, {}  # each broker counts its own cycle's splits per namespace
+        decided, planned = 0, dict[str, int]()  # each broker counts its own cycle's splits per namespace
         for bundle, stats in sorted(report.last_stats.items()):
             if stats.topics < 2 or not can_split(BundleName.parse(bundle).range):
                 continue

@@ -1,5 +1,5 @@
 """Each cluster's bundle averages as a plan run left them, kept so that the next run folds in only the samples
-taken since (`spark_jobs.plan_job`), as Pulsar's leader folds each sample into the averages it holds.
+taken since (`spark_jobs.averaging`), as Pulsar's leader folds each sample into the averages it holds.
 
 A state is one Parquet file per cluster and run, `<samples>/averages-state/cluster=<name>/state-<as of>.parquet`,
 written whole. Its rows, per bundle: the samples folded (not capped), the eight averages, and the newest sample's

@@ -1,5 +1,5 @@
 """Which load reports a cluster's samples hold within a history window: the input that lets the Spark job weigh a
-bundle's samples by their position among its broker's reports without sorting them (`spark_jobs.plan_job`).
+bundle's samples by their position among its broker's reports without sorting them (`spark_jobs.averaging`).
 
 The store records it as each collect ends (`planner.collect.collector.snapshot_reports`): every published
 snapshot and the brokers whose reports it lacks. The brokers table of the samples dataset says the same

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,9 @@ def test_the_spark_job_plans_from_the_real_clusters_snapshots(pulsar_cluster, tr
     for _ in range(3):
         snapshots.append(collect(client, store, tmp_path))
         time.sleep(2)
-    request = PlanRequest(clusters=(pulsar_cluster["cluster"],), strategy="AvgShedder", settings={}, history="1d")
+    request = PlanRequest(
+        clusters=(pulsar_cluster["cluster"],), strategy="AvgShedder", settings={}, history=timedelta(days=1)
+    )
     [(commit, result)] = run_plan(store, samples_root(tmp_path), request, spark=spark).values()
     plan = result.plan
     assert commit.created and commit.state_version == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
@@ -61,7 +62,11 @@ def unfenced_at_the_end(pulsar_cluster):
 
 def plan_maintenance(store, tmp_path, spark, cluster, request, settings=None):
     plan_request = PlanRequest(
-        clusters=(cluster,), strategy="AvgShedder", settings=settings or {}, history="1d", maintenance=request
+        clusters=(cluster,),
+        strategy="AvgShedder",
+        settings=settings or {},
+        history=timedelta(days=1),
+        maintenance=request,
     )
     [(commit, result)] = run_plan(store, samples_root(tmp_path), plan_request, spark=spark).values()
     record_decision(store, commit.plan_id, Decision.APPROVED, approver="alice", approved_hash=result.plan.actions_hash)

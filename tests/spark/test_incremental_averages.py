@@ -11,11 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from planner import storage
+from planner.plan.request import Averaging, JobRequest
 from planner.pulsar.model import NamespaceBundleStats
 from planner.samples.averages_state import AVERAGE_COLUMNS, state_uri
 from planner.samples.dataset import sample_path, samples_root, write_snapshot_samples
 from planner.samples.time_average import update_bundle_data
-from spark_jobs.plan_job import Averaging, ReportPositions, bundle_averages, plan_clusters, read_reports, read_table
+from spark_jobs.averaging import ReportPositions, bundle_averages, read_reports
+from spark_jobs.plan_job import plan_clusters
+from spark_jobs.tables import read_table
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
@@ -96,12 +99,14 @@ def run(spark, history: History, index: int, *, excluded=(), recompute=False, sp
     results = plan_clusters(
         spark,
         samples_root(history.root),
-        [CLUSTER],
-        "UniformLoadShedder",
-        inputs={CLUSTER: {"excludedSnapshots": list(excluded)}},
-        history=span,
-        as_of=History.time(index) + timedelta(seconds=30),
-        recompute_averages=recompute,
+        JobRequest(
+            clusters=[CLUSTER],
+            strategy="UniformLoadShedder",
+            inputs={CLUSTER: {"excludedSnapshots": list(excluded)}},
+            history=span,
+            as_of=History.time(index) + timedelta(seconds=30),
+            recompute_averages=recompute,
+        ),
     )
     return results[CLUSTER].averages
 

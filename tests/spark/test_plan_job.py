@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from planner.errors import InputError
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request, run_plan
 from planner.plan.document import PlanDocument
+from planner.plan.request import Averaging, JobRequest
 from planner.pulsar.model import BundleData, NamespaceBundleStats
 from planner.samples.dataset import read_dataset, samples_root, write_snapshot_samples
 from planner.samples.reports import SnapshotReports
@@ -24,14 +25,9 @@ from planner.samples.time_average import update_bundle_data
 from planner.store.database import Store
 from planner.store.models import Cluster, Plan, Snapshot
 from planner.store.plans import StaleStateError, commit_plan, read_state
-from spark_jobs.plan_job import (
-    Averaging,
-    ReportPositions,
-    bundle_averages,
-    plan_clusters,
-    read_reports,
-    read_table,
-)
+from spark_jobs.averaging import ReportPositions, bundle_averages, read_reports
+from spark_jobs.plan_job import plan_clusters
+from spark_jobs.tables import read_table
 from tests.builders import broker, bundle
 
 pytestmark = pytest.mark.spark
@@ -79,7 +75,9 @@ def test_sample_count_averages_equal_pulsars_update_rule(spark, tmp_path):
 
     write_history(tmp_path, "eq", 1040, reports_at)
     results = plan_clusters(
-        spark, samples_root(tmp_path), ["eq"], "UniformLoadShedder", as_of=T0 + timedelta(days=1), emit_load_data=True
+        spark,
+        samples_root(tmp_path),
+        JobRequest(clusters=["eq"], strategy="UniformLoadShedder", as_of=T0 + timedelta(days=1), emit_load_data=True),
     )
     built = results["eq"].load_data["bundleData"]
     for name in names:
@@ -227,11 +225,13 @@ def test_window_averages_are_plain_means_over_wall_clock_windows(spark, tmp_path
     results = plan_clusters(
         spark,
         samples_root(tmp_path),
-        ["win"],
-        "UniformLoadShedder",
-        as_of=as_of,
-        averaging=Averaging.parse("window:10m,1h"),
-        emit_load_data=True,
+        JobRequest(
+            clusters=["win"],
+            strategy="UniformLoadShedder",
+            as_of=as_of,
+            averaging=Averaging.parse("window:10m,1h"),
+            emit_load_data=True,
+        ),
     )
     data = results["win"].load_data["bundleData"][name]
     assert data["shortTermData"]["msgRateIn"] == pytest.approx(sum(range(110, 120)) / 10)
@@ -256,11 +256,13 @@ def test_the_plan_equals_shed_on_the_load_data_the_job_built(spark, tmp_path):
     results = plan_clusters(
         spark,
         samples_root(tmp_path),
-        ["same"],
-        "AvgShedder",
-        emit_load_data=True,
-        as_of=T0 + timedelta(hours=1),
-        inputs={"same": {"state": state}},
+        JobRequest(
+            clusters=["same"],
+            strategy="AvgShedder",
+            emit_load_data=True,
+            as_of=T0 + timedelta(hours=1),
+            inputs={"same": {"state": state}},
+        ),
     )
     plan = results["same"].plan.to_json()
     (tmp_path / "load-data.json").write_text(json.dumps(results["same"].load_data))
@@ -324,7 +326,7 @@ def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spar
     store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
     register(store, tmp_path, "high", 12)
     register(store, tmp_path, "mid", 112)
-    request = PlanRequest(clusters=("high", "mid"), strategy="AvgShedder", settings={}, history="30d")
+    request = PlanRequest(clusters=("high", "mid"), strategy="AvgShedder", settings={}, history=timedelta(days=30))
     fired = {"high": [], "mid": []}
     for run in range(8):
         outcome = run_plan(store, samples_root(tmp_path), request, spark=spark, run_id=f"run-{run}")
@@ -343,7 +345,7 @@ def test_hit_counters_persist_in_the_store_and_fire_on_the_run_they_dictate(spar
     assert read_state(store, "mid", "AvgShedder").version == 8
     with store.session() as session:
         assert session.scalar(select(func.count()).select_from(Plan)) == 16
-    assert document["stateVersions"] == {"high": 8, "mid": 8}
+    assert document.state_versions == {"high": 8, "mid": 8}
 
 
 def test_samples_written_with_another_store_are_refused_with_nothing_committed(spark, tmp_path):
@@ -351,7 +353,7 @@ def test_samples_written_with_another_store_are_refused_with_nothing_committed(s
     write_history(tmp_path, "high", 12, skewed_reports(50))
     store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
     register(store, tmp_path, "high", 3)  # the new store has collected three snapshots so far
-    request = PlanRequest(clusters=("high",), strategy="AvgShedder", settings={}, history="30d")
+    request = PlanRequest(clusters=("high",), strategy="AvgShedder", settings={}, history=timedelta(days=30))
     with pytest.raises(InputError, match="snapshot 12 is in the samples files but not in this store"):
         run_plan(store, samples_root(tmp_path), request, spark=spark, run_id="run-0")
     with store.session() as session:
@@ -432,10 +434,12 @@ def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spa
     results = plan_clusters(
         spark,
         samples_root(tmp_path),
-        ["fit"],
-        "AvgShedderPredictive",
-        as_of=T0 + timedelta(hours=1),
-        inputs={"fit": {"state": state}},
+        JobRequest(
+            clusters=["fit"],
+            strategy="AvgShedderPredictive",
+            as_of=T0 + timedelta(hours=1),
+            inputs={"fit": {"state": state}},
+        ),
     )
     plan = results["fit"].plan.to_json()
     got = UsageModels.from_json(plan["usageModels"])

@@ -1,4 +1,4 @@
-"""The one-read averages: every way a segment's share is settled (`spark_jobs.plan_job._segment_terms`) is taken
+"""The one-read averages: every way a segment's share is settled (`spark_jobs.averaging._segment_terms`) is taken
 by the bundles it is meant for, and every bundle's averages equal Pulsar's update rule within 1e-9.
 
 The history is built in memory: 7,400 snapshots (long enough for a segment whose short-term weight leaves a
@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from planner.plan.request import Averaging
 from planner.pulsar.model import BundleData, NamespaceBundleStats
+from planner.samples.averages_state import RATE_COLUMNS
 from planner.samples.reports import SnapshotReports
 from planner.samples.time_average import update_bundle_data
-from spark_jobs.plan_job import RATE_COLUMNS, Averaging, ReportPositions, _placed, _segment_sums, _segment_terms
-from spark_jobs.plan_job import bundle_averages as averages_of
+from spark_jobs.averaging import ReportPositions, _placed, _segment_sums, _segment_terms
+from spark_jobs.averaging import bundle_averages as averages_of
 
 pytestmark = pytest.mark.spark
 

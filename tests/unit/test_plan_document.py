@@ -45,3 +45,40 @@ def test_a_bad_job_output_names_the_field(change, field):
     with pytest.raises(InputError) as refused:
         JobResult.parse(text, "Spark job output plan-c.json")
     assert str(refused.value).startswith(f"invalid Spark job output plan-c.json: {field}: ")
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"kind": "split", "splitAlgorithm": "range_equally_divide"}, "a split has no destination"),
+        ({"kind": "split", "destination": None}, "a split names its algorithm"),
+        ({"splitAlgorithm": "range_equally_divide"}, "an unload has no split algorithm or positions"),
+        ({"splitPositions": [5]}, "an unload has no split algorithm or positions"),
+    ],
+)
+def test_each_action_kind_is_checked_by_its_own_rules(change, refusal):
+    with pytest.raises(InputError, match=rf"invalid plan: actions\[0\]: .*{refusal}"):
+        PlanDocument.parse({"cluster": "c", "strategy": "s", "actions": [{**ACTION, **change}]}, "plan")
+
+
+def test_the_job_request_is_parsed_once_into_typed_values_and_written_back_as_read():
+    from datetime import timedelta
+
+    from planner.plan.request import AveragingMode, JobRequest
+
+    wire = {
+        "clusters": ["c"],
+        "strategy": "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
+        "inputs": {"c": {"settings": {"minUnloadMessage": "0"}, "maintenance": {"mode": "drain", "brokers": ["a:1"]}}},
+        "averaging": "window:10m,1h",
+        "history": "30d",
+    }
+    request = JobRequest.parse(json.dumps(wire), "input")
+    assert request.strategy == "AvgShedder" and request.history == timedelta(days=30)
+    assert request.averaging.mode is AveragingMode.WINDOW and request.averaging.long_window == timedelta(hours=1)
+    assert request.inputs_of("c").maintenance.brokers == ("a:1",) and request.inputs_of("other").include_splits
+    written = request.to_json()
+    assert written["history"] == "30d" and written["averaging"] == "window:10m,1h"
+    assert JobRequest.parse(json.dumps(written), "input") == request
+    with pytest.raises(InputError, match="invalid input: history"):
+        JobRequest.parse(json.dumps({**wire, "history": "a week"}), "input")

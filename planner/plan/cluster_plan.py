@@ -1,0 +1,87 @@
+"""One cluster's plan from the load the Spark job averaged and what the store knows of the cluster: a maintenance
+plan when one was asked for, else the plan of the load manager its brokers run (TransferShedder's on the
+extensible one, the requested strategy's on ModularLoadManagerImpl). Pure: the job calls it per cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from planner.plan.document import PlanDocument
+from planner.plan.extensible import extensible_load_data, moving_average
+from planner.plan.maintenance import maintenance_plan
+from planner.plan.planning import make_plan, make_transfer_plan
+from planner.plan.request import ClusterInputs
+from planner.plan.usage_model import UsageModels
+from planner.pulsar.config import PulsarConfig
+from planner.pulsar.model import LoadData
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLoad:
+    """A cluster's load at its latest snapshot as the job averaged it, and what the extensible load manager's
+    plans read besides."""
+
+    load_data: LoadData
+    snapshot: int | None  # the latest snapshot's id
+    # Per broker: its own weightedMaxEMA as its latest report gave it (None where the report has none).
+    weighted_max_ema: Mapping[str, float | None]
+    # Per broker: its throughput (bytes/s in and out) in each snapshot within the history, as (snapshot id, value).
+    throughput_history: Mapping[str, Sequence[tuple[int, float]]]
+
+
+def plan_cluster(
+    cluster: str,
+    load: ClusterLoad,
+    inputs: ClusterInputs,
+    strategy: str,
+    *,
+    now_millis: int,
+    usage_models: UsageModels | None,
+) -> PlanDocument:
+    """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same."""
+    load_data = load.load_data
+    config = PulsarConfig.from_settings(inputs.settings, source=f"settings of {cluster}")
+    if inputs.maintenance is not None:
+        return maintenance_plan(cluster, load_data, config, inputs.maintenance, usage_models, inputs.owned_bundles)
+    if inputs.load_manager:  # what the brokers run, as the latest snapshot found
+        config = config.with_settings({"loadManagerClassName": inputs.load_manager}, source=f"settings of {cluster}")
+    if not config.extensible:
+        return make_plan(
+            cluster,
+            load_data,
+            config,
+            strategy,
+            inputs.state,
+            now_millis=now_millis,
+            include_splits=inputs.include_splits,
+            namespace_bundle_counts=inputs.namespace_bundle_counts,
+            seed=load.snapshot or 0,
+            usage_models=usage_models,
+        )
+    throughput_ema = {
+        broker: moving_average((value for _, value in sorted(series)), config.history_resource_percentage)
+        for broker, series in load.throughput_history.items()
+    }
+    extensible = extensible_load_data(
+        load_data.brokers,
+        load.weighted_max_ema,
+        throughput_ema,
+        max(report.last_update for report in load_data.brokers.values()),
+        config,
+        load_data.recently_unloaded_bundles,
+        inputs.recently_unloaded_brokers,
+    )
+    return make_transfer_plan(
+        cluster,
+        load_data,
+        extensible,
+        config,
+        inputs.state,
+        now_millis=now_millis,
+        include_splits=inputs.include_splits,
+        namespace_bundle_counts=inputs.namespace_bundle_counts,
+        usage_models=usage_models,
+        requested_strategy=strategy,
+    )
