@@ -26,7 +26,6 @@ from planner.cli.common import (
 from planner.errors import InputError
 from planner.lifecycle import PlanStatus
 from planner.plan.maintenance import DEFAULT_MAX_MOVES, MaintenanceRequest
-from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import parse_assignments
 from planner.settings import storage_root
 
@@ -106,7 +105,7 @@ def command_plan_run(args: argparse.Namespace) -> None:
     maintenance = _maintenance_request(args)
     request = PlanRequest(
         clusters=tuple(args.cluster),
-        strategy=shedding_strategy(args.strategy).name,
+        strategy=args.strategy,  # the request keeps it by the registry's name
         settings={key: str(value) for key, value in settings.items()},
         averaging=Averaging.parse(args.averaging),
         history=parse_duration(args.history),
