@@ -50,7 +50,7 @@ def _split_action(
     known = split_algorithm(algorithm)
     positions = known.planned_positions(BundleName.parse(bundle).range, topics_by_bundle.get(bundle)) if known else None
     return PlannedAction(
-        kind="split",
+        kind=ActionKind.SPLIT,
         bundle=bundle,
         source=broker,
         destination=None,

@@ -302,9 +302,9 @@ class AvgShedderPlacement:
 def placement_state_after_shedding(outcome: SheddingOutcome[AvgShedderState]) -> AvgShedderPlacementState:
     """The planned destinations of a shedding run (and the brokers they are shed from), as the placement side
     holds them."""
-    planned = [unload for unload in outcome.unloads if unload.destination is not None]
+    destinations = {unload.bundle: unload.destination for unload in outcome.unloads if unload.destination is not None}
     return AvgShedderPlacementState(
-        {unload.bundle: unload.destination for unload in planned}, {unload.bundle: unload.broker for unload in planned}
+        destinations, {unload.bundle: unload.broker for unload in outcome.unloads if unload.bundle in destinations}
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from planner.errors import InputError
 from planner.plan.document import BrokerForecast, PairEvaluation
@@ -83,7 +83,8 @@ OVERLOAD_TERMS = BalanceTerms(overload_shedder.balance_thresholds, overload_shed
 class SheddingStrategy:
     name: str
     java_class: str
-    find_bundles_for_unloading: Callable[..., SheddingOutcome[Any]]
+    # ModularLoadManagerImpl's shedders return a SheddingOutcome, TransferShedder its TransferOutcome.
+    find_bundles_for_unloading: Callable[..., SheddingOutcome[Any] | transfer_shedder.TransferOutcome]
     state_from_json: Callable[[Mapping[str, Any]], Any] | None = None
     # Offline planning modes of this product predict with the brokers' usage models; Pulsar's do not.
     uses_usage_models: bool = False
@@ -127,9 +128,10 @@ class SheddingStrategy:
         if self.extensible:
             raise InputError(f"{self.name} runs on the extensible load manager: it takes ExtensibleLoadData")
         self.require_available(config)
+        # Not extensible: its entry's function is one of ModularLoadManagerImpl's shedders.
         if self.uses_usage_models:
-            return self.find_bundles_for_unloading(load_data, config, state, usage_models)
-        return self.find_bundles_for_unloading(load_data, config, state)
+            return cast(SheddingOutcome[Any], self.find_bundles_for_unloading(load_data, config, state, usage_models))
+        return cast(SheddingOutcome[Any], self.find_bundles_for_unloading(load_data, config, state))
 
     def require_available(self, config: PulsarConfig) -> None:
         """Refuse a strategy the configured release does not ship, as its broker fails to start with it."""
@@ -141,7 +143,9 @@ class SheddingStrategy:
     ) -> transfer_shedder.TransferOutcome:
         if not self.extensible:
             raise InputError(f"{self.name} runs on ModularLoadManagerImpl: it takes LoadData, not ExtensibleLoadData")
-        return transfer_shedder.find_bundles_for_unloading(load_data, config, state, now_millis)
+        return cast(
+            transfer_shedder.TransferOutcome, self.find_bundles_for_unloading(load_data, config, state, now_millis)
+        )
 
 
 STRATEGIES: tuple[SheddingStrategy, ...] = (
