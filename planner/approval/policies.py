@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from planner.actions import ActionKind
 from planner.plan.balance import spread
 from planner.plan.document import PlanDocument
 from planner.pulsar.bundle_range import namespace_of
@@ -101,7 +102,7 @@ def _moved_share(plan: PlanDocument, attribute: str) -> float | str:
     (no forecast) or zero, would otherwise make a share look small and pass the rule unseen."""
     unit = _UNITS[attribute]
     unknown = []
-    unloads = [action for action in plan.actions if action.kind == "unload"]
+    unloads = [action for action in plan.actions if action.kind is ActionKind.UNLOAD]
     unmeasured = [action.bundle for action in unloads if not _is_measured(getattr(action, attribute))]
     if unmeasured:
         shown = ", ".join(unmeasured[:3]) + (f" and {len(unmeasured) - 3} more" if len(unmeasured) > 3 else "")

@@ -16,7 +16,7 @@ from planner.actions import ActionKind
 from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
 from planner.lifecycle import DONE_ATTEMPT_STATUSES, AttemptStatus
-from planner.plan.document import PlanDocument
+from planner.plan.document import MaintenanceDocument, PlanDocument, PlannedAction
 from planner.store.audit_log import record_events
 from planner.store.clusters import cluster_admin_url
 from planner.store.database import Store
@@ -48,7 +48,8 @@ def inverse_plan(
     active: Collection[str],
 ) -> PlanDocument:
     """The rollback of plan `plan_id` given where its bundles are now (`owners`) and the active brokers. Pure."""
-    actions, notes = [], []
+    actions: list[PlannedAction] = []
+    notes: list[str] = []
     for unload in unloads:
         if unload.outcome not in MOVED:
             continue
@@ -60,29 +61,27 @@ def inverse_plan(
             notes.append(f"{unload.bundle}: its source {unload.source} is not an active broker: left on {owner}")
         else:
             actions.append(
-                {
-                    "kind": "unload",
-                    "bundle": unload.bundle,
-                    "source": unload.destination,
-                    "destination": unload.source,
+                PlannedAction(
+                    kind=ActionKind.UNLOAD,
+                    bundle=unload.bundle,
+                    source=unload.destination,
+                    destination=unload.source,
                     # The original plan's measurement, for the reviewer; bytes/s were never kept, so none is
                     # written: the document's default says not measured.
-                    "msgRate": unload.traffic,
-                    "reason": f"roll back plan {plan_id}: back to {unload.source}",
-                }
+                    msg_rate=unload.traffic,
+                    reason=f"roll back plan {plan_id}: back to {unload.source}",
+                )
             )
     if splits:
         notes.append(f"{splits} split(s) of plan {plan_id} stay: Pulsar cannot merge bundles")
     moved = sum(unload.outcome in MOVED for unload in unloads)
     notes.insert(0, f"rollback of plan {plan_id}: {len(actions)} of its {moved} moved bundles go back")
-    return PlanDocument.model_validate(
-        {
-            "cluster": cluster,
-            "strategy": ROLLBACK,
-            "actions": actions,
-            "notes": notes,
-            "maintenance": {"mode": ROLLBACK, "rollsBack": plan_id},
-        }
+    return PlanDocument(
+        cluster=cluster,
+        strategy=ROLLBACK,
+        actions=actions,
+        notes=notes,
+        maintenance=MaintenanceDocument(mode=ROLLBACK, rolls_back=plan_id),
     )
 
 
