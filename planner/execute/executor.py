@@ -51,6 +51,7 @@ from planner.lifecycle import (
     EXECUTABLE_PLAN_STATUSES,
     IN_DOUBT_ATTEMPT_STATUSES,
     AttemptStatus,
+    Decision,
     PlanStatus,
     advance,
 )
@@ -127,7 +128,7 @@ def _approved(store: Store, plan_id: int) -> _Approved:
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
         approval = session.scalar(select(Approval).where(Approval.plan_id == plan_id))
-        if approval is None or approval.decision != PlanStatus.APPROVED.value:
+        if approval is None or approval.decision != Decision.APPROVED:
             raise InputError(f"plan {plan_id} is not approved")
         _refuse_unless_executable(plan)
         binding = ExecutionBinding.recorded(

@@ -12,6 +12,7 @@ from typing import Any
 
 from planner.audit.plan_records import StoredPlan, show_plan
 from planner.errors import NotFoundError
+from planner.execute.events import ExecutionEvent
 from planner.pulsar.config import PulsarConfig
 from planner.samples.dataset import broker_load, read_samples
 from planner.store.audit_log import AuditRecord, cluster_events, plan_trail
@@ -128,7 +129,7 @@ def cluster_history(store: Store, home: str | Path, cluster: str, since: datetim
         raise NotFoundError(f"unknown cluster {cluster!r}")
     executions = [
         {"plan": event.plan_id, "at": _iso(event.at), "status": event.details.get("status")}
-        for event in cluster_events(store, cluster, "plan.execution-finished", since)
+        for event in cluster_events(store, cluster, ExecutionEvent.FINISHED, since)
     ]
     newest = newest_plan(store, cluster)
     latest = (
