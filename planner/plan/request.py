@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, PlainSerializer, PlainValidator, ValidationError, field_validator
+from pydantic import Field, JsonValue, PlainSerializer, PlainValidator, ValidationError, field_validator
 
 from planner.durations import parse_duration
 from planner.errors import InputError, format_validation_error
@@ -89,7 +89,9 @@ class ClusterInputs(WireModel):
     """What the store knows of one cluster, for its plan (`planner.plan.cluster_plan`) and its averages."""
 
     state: dict[str, Any] | None = None  # the strategy's stored state (its owner validates it)
-    settings: dict[str, str] = Field(default_factory=dict)  # Pulsar keys
+    # Pulsar keys, with values as given (strings from files and the command line, numbers from callers): the
+    # config parses and checks them, as it does everywhere else.
+    settings: dict[str, JsonValue] = Field(default_factory=dict)
     recently_unloaded_bundles: dict[str, int] = Field(default_factory=dict)  # bundle: epoch millis
     namespace_bundle_counts: dict[str, int] | None = None
     include_splits: bool = True

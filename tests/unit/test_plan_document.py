@@ -69,7 +69,13 @@ def test_the_job_request_is_parsed_once_into_typed_values_and_written_back_as_re
     wire = {
         "clusters": ["c"],
         "strategy": "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
-        "inputs": {"c": {"settings": {"minUnloadMessage": "0"}, "maintenance": {"mode": "drain", "brokers": ["a:1"]}}},
+        # Settings as callers give them: strings from files and the command line, numbers from code.
+        "inputs": {
+            "c": {
+                "settings": {"minUnloadMessage": "0", "loadBalancerBrokerOverloadedThresholdPercentage": 1000},
+                "maintenance": {"mode": "drain", "brokers": ["a:1"]},
+            }
+        },
         "averaging": "window:10m,1h",
         "history": "30d",
     }
@@ -77,6 +83,7 @@ def test_the_job_request_is_parsed_once_into_typed_values_and_written_back_as_re
     assert request.strategy == "AvgShedder" and request.history == timedelta(days=30)
     assert request.averaging.mode is AveragingMode.WINDOW and request.averaging.long_window == timedelta(hours=1)
     assert request.inputs_of("c").maintenance.brokers == ("a:1",) and request.inputs_of("other").include_splits
+    assert request.inputs_of("c").settings["loadBalancerBrokerOverloadedThresholdPercentage"] == 1000
     written = request.to_json()
     assert written["history"] == "30d" and written["averaging"] == "window:10m,1h"
     assert JobRequest.parse(json.dumps(written), "input") == request
