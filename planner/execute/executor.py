@@ -56,6 +56,7 @@ from planner.lifecycle import (
     advance,
 )
 from planner.plan.document import MaintenanceDocument
+from planner.plan.maintenance import MaintenanceMode
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.load_manager_shared import is_pinned_namespace
 from planner.settings import ExecutionBinding, ExecutionWindow, ExecutorSettings, is_open, next_opening
@@ -152,14 +153,14 @@ def _fence_changes(session: Session, maintenance: MaintenanceDocument | None) ->
     """The brokers to fence (a drain's) and those whose fences to lift (a fill's, or the drain's a rollback undoes)."""
     if maintenance is None:
         return [], []
-    if maintenance.mode == "drain":
+    if maintenance.mode == MaintenanceMode.DRAIN:
         return maintenance.brokers, []
-    if maintenance.mode == "fill":
+    if maintenance.mode == MaintenanceMode.FILL:
         return [], maintenance.brokers
     if maintenance.rolls_back is None:
         return [], []
     undone = _maintenance_of(session.get(Plan, maintenance.rolls_back))
-    return [], undone.brokers if undone is not None and undone.mode == "drain" else []
+    return [], undone.brokers if undone is not None and undone.mode == MaintenanceMode.DRAIN else []
 
 
 def _claimed_plan(store: Store, approved: _Approved, actor: str) -> _ClaimedPlan:

@@ -26,6 +26,7 @@ from planner.audit.review.views import PlanView, cluster_history, drain_progress
 from planner.dag_ids import cluster_of_dag
 from planner.errors import InputError, NotFoundError
 from planner.plan.document import MaintenanceDocument
+from planner.plan.maintenance import MaintenanceMode
 from planner.store.clusters import cluster_names
 from planner.store.database import Store
 from planner.store.plans import MAX_PER_PAGE, PLAN_STATUSES, PlanFilter, plan_for_run, plan_page
@@ -200,7 +201,7 @@ def create_app(
                 maintenance.brokers,
                 stored.created_at_utc - DRAIN_HISTORY_BEFORE,
             )
-            if maintenance is not None and maintenance.mode == "drain"
+            if maintenance is not None and maintenance.mode == MaintenanceMode.DRAIN
             else None
         )
         plan = view.to_json()
