@@ -14,9 +14,10 @@ The strategy states and usage models stay JSON values here: their owners validat
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from planner.actions import ActionKind, actions_hash
@@ -143,6 +144,43 @@ class BalanceReport(WireModel):
     waiting: tuple[str, ...] = ()  # pairs over a threshold, not yet confirmed
 
 
+class ConfigSource(StrEnum):
+    """Where a configuration value a plan used came from, strongest first."""
+
+    TEAM = "team"  # the team's explicit settings (clusters.toml, DAG params, --set)
+    CLUSTER = "cluster"  # the brokers' own configuration, read at the collect
+    DEFAULT = "default"  # Pulsar's default for the release planned
+
+
+class ConfigValue(WireModel):
+    """One configuration key a plan used, its value and where it came from."""
+
+    key: str
+    value: JsonValue
+    source: ConfigSource
+    # Where the cluster's brokers disagree on the key: each broker's value (the leader's is the one used).
+    brokers: dict[str, str] = Field(default_factory=dict)
+    # The team overrode a value the cluster declares: the cluster's value.
+    cluster_value: str | None = None
+
+
+class ClusterView(WireModel):
+    """What the plan knew of the cluster as it declared itself: the release, the configuration with the source of
+    each value, whether the policies were read, and whether the brokers' own controllers are still on."""
+
+    release: str | None = None  # the release planned for (the leader's during a rolling upgrade)
+    release_source: ConfigSource = ConfigSource.DEFAULT
+    # Broker -> release, when the brokers run more than one (a rolling upgrade).
+    mixed_releases: dict[str, str] = Field(default_factory=dict)
+    configuration: tuple[ConfigValue, ...] = ()
+    policies_read: bool = False
+    # What the collect could not read: "isolation policies: 403 ...". The plan was made without it.
+    unreadable: tuple[str, ...] = ()
+    # The brokers' own controllers still on for what the plan does (`loadBalancerSheddingEnabled`,
+    # `loadBalancerAutoBundleSplitEnabled`): two controllers would act on the same bundles.
+    competing_controllers: tuple[str, ...] = ()
+
+
 class PlanDocument(WireModel):
     cluster: str
     strategy: str
@@ -159,6 +197,8 @@ class PlanDocument(WireModel):
     balance: BalanceReport | None = None  # None for maintenance plans
     # The cluster's load manager (loadManagerClassName's class), which decided how the plan was made.
     load_manager: str | None = None
+    # What the cluster declared and the plan used; None for plans made before the planner read it.
+    cluster_view: ClusterView | None = None
 
     @property
     def mode(self) -> str:

@@ -19,6 +19,7 @@ from planner.errors import InputError, format_validation_error
 from planner.plan.document import WireModel
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding.registry import shedding_strategy
+from planner.pulsar.declarations import ClusterDeclarations
 from planner.samples.reports import SnapshotReports
 
 DEFAULT_HISTORY = timedelta(days=7)
@@ -104,6 +105,8 @@ class ClusterInputs(WireModel):
     maintenance: Maintenance | None = None  # a drain or fill instead of the strategy's plan
     # Every bundle each broker owned at the latest snapshot, idle ones too (for a maintenance plan).
     owned_bundles: dict[str, list[str]] = Field(default_factory=dict)
+    # What the cluster declared at the latest snapshot (releases, configuration, policies); None: not read.
+    declarations: ClusterDeclarations | None = None
 
 
 class JobRequest(WireModel):
