@@ -146,6 +146,10 @@ class PulsarConfig(BaseModel):
     distribute_bundles_evenly_enabled: JavaBool = Field(True, alias="loadBalancerDistributeBundlesEvenlyEnabled")
     broker_max_topics: int = Field(50000, alias="loadBalancerBrokerMaxTopics")
     shedding_excluded_namespaces: StringSet = Field(frozenset(), alias="loadBalancerSheddingExcludedNamespaces")
+    # The policies placement obeys: failure domains count in the anti-affinity filters only when enabled; with
+    # preferLaterVersions only the brokers of the newest release are placement candidates (BrokerVersionFilter).
+    failure_domains_enabled: JavaBool = Field(False, alias="failureDomainsEnabled")
+    prefer_later_versions: JavaBool = Field(False, alias="preferLaterVersions")
 
     # Bundle splitting (`BundleSplitterTask`, the split algorithms in `common/naming`).
     auto_bundle_split_enabled: JavaBool = Field(True, alias="loadBalancerAutoBundleSplitEnabled")
@@ -170,6 +174,10 @@ class PulsarConfig(BaseModel):
     shedding_condition_hit_count_threshold: int = Field(3, alias="loadBalancerSheddingConditionHitCountThreshold")
     max_number_of_broker_shedding_per_cycle: int = Field(3, alias="loadBalancerMaxNumberOfBrokerSheddingPerCycle")
     transfer_enabled: JavaBool = Field(True, alias="loadBalancerTransferEnabled")
+    # TransferShedder and TopKBundles leave bundles with isolation or anti-affinity policies alone unless enabled.
+    shedding_bundles_with_policies_enabled: JavaBool = Field(
+        False, alias="loadBalancerSheddingBundlesWithPoliciesEnabled"
+    )
     debug_mode_enabled: JavaBool = Field(False, alias="loadBalancerDebugModeEnabled")
     broker_load_data_ttl_seconds: int = Field(1800, alias="loadBalancerBrokerLoadDataTTLInSeconds")
     shedding_delay_seconds: int = Field(180, alias="loadBalanceSheddingDelayInSeconds")

@@ -139,12 +139,18 @@ class SheddingStrategy:
             raise InputError(f"{self.name} does not exist in Pulsar {config.pulsar_version} ({self.releases})")
 
     def run_extensible(
-        self, load_data: ExtensibleLoadData, config: PulsarConfig, state: Any, now_millis: int
+        self,
+        load_data: ExtensibleLoadData,
+        config: PulsarConfig,
+        state: Any,
+        now_millis: int,
+        transferable: transfer_shedder.Transferable | None = None,
     ) -> transfer_shedder.TransferOutcome:
         if not self.extensible:
             raise InputError(f"{self.name} runs on ModularLoadManagerImpl: it takes LoadData, not ExtensibleLoadData")
         return cast(
-            transfer_shedder.TransferOutcome, self.find_bundles_for_unloading(load_data, config, state, now_millis)
+            transfer_shedder.TransferOutcome,
+            self.find_bundles_for_unloading(load_data, config, state, now_millis, transferable),
         )
 
 

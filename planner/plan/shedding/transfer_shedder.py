@@ -19,15 +19,20 @@ Read in the 3.0.2, 3.0.7, 3.1.2, 3.2.0, 3.2.3, 3.3.2, 3.3.5, 4.0.0, 4.0.1, 4.0.8
    With `loadBalancerTransferEnabled` each unload names its destination (a transfer).
 
 Pure: the hit counter is an explicit state value, `now` an input. Where Java's arithmetic gives NaN or an
-infinity (a broker with zero load or throughput), so does this code. Offline there is no ownership channel
-and no broker filter pipeline, so every bundle counts as transferable (Pulsar's own shedder checks isolation
-and anti-affinity policies and the brokers' topic counts there; the executor checks each destination again).
+infinity (a broker with zero load or throughput), so does this code. Offline there is no ownership channel.
+
+`isTransferable`: with the cluster's policies read, `transferable` is Pulsar's check of each candidate bundle
+(`planner.plan.extensible_filters.transfer_refusal`: a bundle with isolation or anti-affinity policies only
+with `loadBalancerSheddingBundlesWithPoliciesEnabled`, the destination among the brokers its filter pipeline
+leaves), asked where Pulsar asks it: after the excluded and recently unloaded bundles, before the last-bundle
+rule, for the busiest broker's bundles and for the least loaded one's swap candidates. Without it (policies not
+read) every bundle counts as transferable, as Pulsar's shedder does when it has no PulsarService.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -58,6 +63,11 @@ def _count(value: object, field_name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"invalid {NAME} state: field {field_name} must be a non-negative integer, got {value!r}")
     return value
+
+
+# (bundle, source, destination) -> None when Pulsar's isTransferable lets the bundle go from source to destination,
+# else why not, in one line naming the policy or filter.
+Transferable = Callable[[str, str, str], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +127,8 @@ class TransferOutcome:
     average: float = 0.0
     std: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    # The bundles `isTransferable` kept where they are, each once with why (only with the cluster's policies read).
+    held: tuple[str, ...] = field(default=())
 
 
 def _java_sqrt(value: float) -> float:
@@ -257,9 +269,14 @@ def _throughput(bundle: TopBundleLoadData) -> float:
 
 
 def find_bundles_for_unloading(
-    load_data: ExtensibleLoadData, config: PulsarConfig, state: TransferShedderState, now_millis: int
+    load_data: ExtensibleLoadData,
+    config: PulsarConfig,
+    state: TransferShedderState,
+    now_millis: int,
+    transferable: Transferable | None = None,
 ) -> TransferOutcome:
-    """One shedding cycle over `load_data` at `now_millis`."""
+    """One shedding cycle over `load_data` at `now_millis`; `transferable`: Pulsar's `isTransferable` over the
+    cluster's policies and broker filters (None: every bundle is transferable)."""
     brokers = list(load_data.brokers.items())
     load = load_data.brokers
     recent_brokers = dict(load_data.recently_unloaded_brokers)
@@ -290,6 +307,14 @@ def find_bundles_for_unloading(
     transfer = config.transfer_enabled
     decisions: list[TransferDecision] = []
     empty_load_data = few_bundles = 0
+    held: dict[str, str] = {}  # bundle -> why isTransferable kept it, the first time it did
+
+    def refused(bundle: str, source: str, destination: str) -> bool:
+        reason = transferable(bundle, source, destination) if transferable is not None else None
+        if reason is not None:
+            held.setdefault(bundle, f"{bundle}: not transferred from {source} to {destination}: {reason}")
+        return reason is not None
+
     while stats.has_transferable_brokers():
         if stats.std > target_std:
             reason = Reason.OVERLOADED
@@ -323,6 +348,8 @@ def find_bundles_for_unloading(
             bundle = entry.bundle_name
             if namespace_of(bundle) in excluded or bundle in load_data.recently_unloaded_bundles:
                 continue
+            if refused(bundle, busiest, least):
+                continue
             if remaining <= 1:
                 break
             throughput = _throughput(entry)
@@ -334,6 +361,8 @@ def find_bundles_for_unloading(
                     max_after = max_throughput - marked_to_offload + marked_to_gain - throughput
                     min_after = min_throughput + marked_to_offload - marked_to_gain + throughput
                     for candidate in swap_candidates:
+                        if refused(candidate.bundle_name, least, busiest):
+                            continue
                         candidate_throughput = _throughput(candidate)
                         if skip_idle and candidate_throughput == 0:
                             continue
@@ -368,7 +397,9 @@ def find_bundles_for_unloading(
             few_bundles += 1
 
     unique = list(dict.fromkeys(decisions))  # a set in Pulsar
+    kept = tuple(held.values())
     if not unique:
         reason = Reason.NO_LOAD_DATA if empty_load_data else Reason.NO_BUNDLES if few_bundles else Reason.HIT_COUNT
-        return TransferOutcome((), reason, replace(state, hit_count=hit_count), recent_brokers, average, std)
-    return TransferOutcome(tuple(unique), None, replace(state, hit_count=0), recent_brokers, average, std)
+        next_state = replace(state, hit_count=hit_count)
+        return TransferOutcome((), reason, next_state, recent_brokers, average, std, held=kept)
+    return TransferOutcome(tuple(unique), None, replace(state, hit_count=0), recent_brokers, average, std, held=kept)
