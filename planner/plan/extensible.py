@@ -18,9 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from planner.plan.bundles.split import can_split
+from planner.plan.extensible_filters import has_policies
 from planner.pulsar.broker_score import max_resource_usage, max_resource_usage_with_weight
 from planner.pulsar.bundle_range import BundleName, namespace_of
 from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.java_numbers import java_max, percent_usage
 from planner.pulsar.load_manager_shared import SYSTEM_NAMESPACE, is_sla_or_heartbeat_namespace
 from planner.pulsar.model import (
@@ -64,23 +66,29 @@ def _ranking_key(stats: NamespaceBundleStats) -> tuple[int, int, int, int, int]:
     )
 
 
-def top_k_bundles(bundles: Mapping[str, NamespaceBundleStats], config: PulsarConfig) -> TopBundlesLoadData:
+def top_k_bundles(
+    bundles: Mapping[str, NamespaceBundleStats], config: PulsarConfig, policies: ClusterPolicies | None = None
+) -> TopBundlesLoadData:
     """`TopKBundles.update`: a broker's `loadBalancerMaxNumberOfBundlesInBundleLoadReport` busiest bundles, the least
     busy of them first, leaving out system, heartbeat and SLA-monitor bundles, from 3.3.5 and 4.0.1 those without
     traffic, and from 4.1 those of `loadBalancerSheddingExcludedNamespaces`.
 
     Ties under the coarse comparison are broken by bundle name (Pulsar's quickselect leaves them in an order that
-    depends on its hash map). Bundles with isolation or anti-affinity policies, which Pulsar leaves out unless
-    `loadBalancerSheddingBundlesWithPoliciesEnabled`, are kept: the snapshot does not hold the policies.
+    depends on its hash map). With the cluster's `policies`, bundles with isolation or anti-affinity policies are
+    left out unless `loadBalancerSheddingBundlesWithPoliciesEnabled`, before the busiest are taken, as Pulsar does
+    in every release; without them (not read) they are kept.
     """
     version = config.pulsar_version
     excluded = config.shedding_excluded_namespaces if version.has_shedding_excluded_namespaces else frozenset()
+    skip_policies = policies is not None and not config.shedding_bundles_with_policies_enabled
     kept = []
     for bundle, stats in bundles.items():
         namespace = namespace_of(bundle)
         if version.transfer_shedder_skips_idle_bundles and stats.msg_throughput_in + stats.msg_throughput_out == 0:
             continue
         if namespace == SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(namespace, version):
+            continue
+        if skip_policies and policies is not None and has_policies(namespace, policies):
             continue
         if namespace in excluded:
             continue
@@ -92,6 +100,24 @@ def top_k_bundles(bundles: Mapping[str, NamespaceBundleStats], config: PulsarCon
     )
 
 
+def bundles_kept_off_the_top(
+    reports: Mapping[str, LocalBrokerData], config: PulsarConfig, policies: ClusterPolicies
+) -> dict[str, list[str]]:
+    """Per broker, the bundles with isolation or anti-affinity policies that would be among its top bundles were
+    it not for them (what `top_k_bundles` leaves out because of the policies), busiest first."""
+    if config.shedding_bundles_with_policies_enabled:
+        return {}
+    kept_off = {}
+    for broker, report in sorted(reports.items()):
+        top = top_k_bundles(report.last_stats, config).top_bundles_load_data
+        names = [
+            entry.bundle_name for entry in reversed(top) if has_policies(namespace_of(entry.bundle_name), policies)
+        ]
+        if names:
+            kept_off[broker] = names
+    return kept_off
+
+
 def extensible_load_data(
     reports: Mapping[str, LocalBrokerData],
     weighted_max_ema: Mapping[str, float | None],
@@ -100,11 +126,13 @@ def extensible_load_data(
     config: PulsarConfig,
     recently_unloaded_bundles: Mapping[str, int] | None = None,
     recently_unloaded_brokers: Mapping[str, int] | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> ExtensibleLoadData:
     """TransferShedder's input for a snapshot taken at `taken_millis`: each broker's load data from its report, its
     own `weightedMaxEMA` (where the snapshot lacks it, the weighted maximum of its report) and its
     `msgThroughputEMA` (`moving_average` over its throughput in the history; without one, its throughput now),
-    and its top bundles; the brokers of the snapshot are the available ones."""
+    and its top bundles (with the cluster's `policies`, as `top_k_bundles` takes them); the brokers of the snapshot
+    are the available ones."""
     brokers = {}
     top = {}
     for broker, report in sorted(reports.items()):
@@ -127,7 +155,7 @@ def extensible_load_data(
             updated_at=taken_millis,
             reported_at=taken_millis,
         )
-        top[broker] = top_k_bundles(report.last_stats, config)
+        top[broker] = top_k_bundles(report.last_stats, config, policies)
     return ExtensibleLoadData(
         brokers=brokers,
         top_bundles=top,

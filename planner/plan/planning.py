@@ -19,7 +19,8 @@ from planner.plan.bundles.bundle_splitter_task import find_bundles_to_split
 from planner.plan.bundles.registry import split_algorithm
 from planner.plan.bundles.split import can_split
 from planner.plan.document import PairEvaluation, PlanDocument, PlannedAction
-from planner.plan.extensible import bundles_to_split
+from planner.plan.extensible import bundles_kept_off_the_top, bundles_to_split
+from planner.plan.extensible_filters import ExtensibleCluster, placement_candidates, transfer_refusal
 from planner.plan.forecast import Move, forecast
 from planner.plan.placement import extensible_least_resource_usage
 from planner.plan.placement.pipeline import allowed_brokers, excluded_namespaces, select_broker
@@ -32,6 +33,7 @@ from planner.plan.shedding.registry import SheddingStrategy, shedding_strategy
 from planner.plan.usage_model import UsageModels
 from planner.pulsar.bundle_range import BundleName, namespace_of
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
 from planner.pulsar.model import ExtensibleLoadData, LoadData
 
@@ -235,11 +237,18 @@ def make_transfer_plan(
     topics_by_bundle: Mapping[str, Sequence[str]] | None = None,
     usage_models: UsageModels | None = None,
     requested_strategy: str | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> PlanDocument:
     """One planning run on a cluster of the extensible load manager: one TransferShedder cycle on `extensible`
     (its brokers' load data and top bundles) and one cycle of its split strategy; `load_data` (the same
     snapshot's reports and bundle averages) feeds the forecast. Every unload is a transfer to the destination
-    TransferShedder chose. `requested_strategy`: the strategy the run was asked for (by its registry name)."""
+    TransferShedder chose. `requested_strategy`: the strategy the run was asked for (by its registry name).
+
+    `policies`: the cluster's isolation policies, failure domains and anti-affinity groups as the snapshot read
+    them. With them, each bundle TransferShedder would move is checked as Pulsar's `isTransferable` checks it
+    (its policies, the destination through the broker filters) and an unload without a destination is placed
+    among the brokers the filters leave; a bundle kept in place or placed elsewhere because of them gets a note.
+    None (not read): planned without them."""
     strategy = shedding_strategy(transfer_shedder.NAME)
     before = strategy.load_state(state)
     grace = config.shedding_grace_period_millis
@@ -250,15 +259,25 @@ def make_transfer_plan(
         notes.append(
             f"the cluster runs the extensible load manager: planned with {strategy.name}, not {requested_strategy}"
         )
+    declared = _extensible_cluster(load_data, extensible, config, policies) if policies is not None else None
+    transferable = _transferable(extensible.available, declared) if declared is not None else None
+    if declared is not None:
+        notes.extend(_policy_notes(load_data, config, declared))
     if len(extensible.available) <= 1:
         # UnloadScheduler skips the cycle with one available broker; the strategy's counter stays as it was.
         outcome = transfer_shedder.TransferOutcome((), None, before, dict(extensible.recently_unloaded_brokers))
         notes.append(f"{len(extensible.available)} broker(s) available: Pulsar does not shed with fewer than two")
     else:
-        outcome = strategy.run_extensible(extensible, config, before, now_millis)
+        outcome = strategy.run_extensible(extensible, config, before, now_millis, transferable)
         notes.extend(outcome.notes)
+        notes.extend(outcome.held)
     # Without a transfer the bundle is placed when next looked up: at random among these brokers.
     placed_among = extensible_least_resource_usage.best_brokers(extensible.available, extensible.brokers, config)
+    placements = (
+        _policy_placements(outcome.decisions, extensible, config, declared, placed_among, notes)
+        if declared is not None
+        else {}
+    )
     actions = [
         PlannedAction(
             kind=ActionKind.UNLOAD,
@@ -271,7 +290,10 @@ def make_transfer_plan(
             + (
                 f"to {decision.destination}"
                 if decision.destination
-                else f"placed by {extensible_least_resource_usage.NAME} at random among {', '.join(placed_among)}"
+                else placements.get(
+                    decision.bundle,
+                    f"placed by {extensible_least_resource_usage.NAME} at random among {', '.join(placed_among)}",
+                )
             ),
         )
         for decision in outcome.decisions
@@ -299,6 +321,84 @@ def make_transfer_plan(
         balance=transfer_balance_report(outcome, config, brokers, splits),
         load_manager=config.load_manager_short_name,
     )
+
+
+def _extensible_cluster(
+    load_data: LoadData, extensible: ExtensibleLoadData, config: PulsarConfig, policies: ClusterPolicies
+) -> ExtensibleCluster:
+    """What the extensible load manager's filters read, from the snapshot: the bundles each broker owns (its
+    reported bundles, idle ones too), its load data's topics, and its lookup data (load manager class, release,
+    whether it loads persistent topics) as its report gave them; a release the snapshot lacks was not read."""
+    owners = {
+        bundle: broker
+        for broker, report in sorted(load_data.brokers.items())
+        for bundle in sorted(report.bundles | report.last_stats.keys())
+    }
+    reports = load_data.brokers
+    return ExtensibleCluster(
+        config=config,
+        policies=policies,
+        owners=owners,
+        topics={broker: data.topics for broker, data in extensible.brokers.items()},
+        load_manager_classes={broker: report.load_manager_class_name for broker, report in reports.items()},
+        versions={
+            broker: report.broker_version_string
+            for broker, report in reports.items()
+            if report.broker_version_string is not None
+        },
+        persistent_topics={broker: report.persistent_topics_enabled for broker, report in reports.items()},
+    )
+
+
+def _transferable(available: Sequence[str], cluster: ExtensibleCluster) -> transfer_shedder.Transferable:
+    def refusal(bundle: str, source: str, destination: str) -> str | None:
+        return transfer_refusal(bundle, source, destination, available, cluster)
+
+    return refusal
+
+
+def _policy_notes(load_data: LoadData, config: PulsarConfig, cluster: ExtensibleCluster) -> list[str]:
+    """What the policies keep off the table before the cycle: the busiest bundles TopKBundles leaves out, and the
+    version filter when the brokers' releases were not read."""
+    notes = [
+        f"{broker}: {len(bundles)} of its busiest bundles are not shed, their namespaces have isolation or "
+        f"anti-affinity policies and loadBalancerSheddingBundlesWithPoliciesEnabled is false: {', '.join(bundles)}"
+        for broker, bundles in bundles_kept_off_the_top(load_data.brokers, config, cluster.policies).items()
+    ]
+    if config.prefer_later_versions and not set(load_data.brokers) <= set(cluster.versions):
+        notes.append("preferLaterVersions is on but the brokers' releases were not read: planned without the filter")
+    return notes
+
+
+def _policy_placements(
+    decisions: Sequence[transfer_shedder.TransferDecision],
+    extensible: ExtensibleLoadData,
+    config: PulsarConfig,
+    cluster: ExtensibleCluster,
+    without_policies: Sequence[str],
+    notes: list[str],
+) -> dict[str, str]:
+    """Per unload without a destination, where its next lookup places it (`selectAsync`: the broker filters, then
+    LeastResourceUsageWithWeight), on the ownership the cycle leaves (its unloaded bundles owned by nobody); a note
+    for each bundle the filters place elsewhere than they would without the policies."""
+    unloaded = {decision.bundle for decision in decisions if decision.destination is None}
+    after = dataclasses.replace(
+        cluster, owners={bundle: owner for bundle, owner in cluster.owners.items() if bundle not in unloaded}
+    )
+    name = extensible_least_resource_usage.NAME
+    placements = {}
+    for bundle in sorted(unloaded):
+        filtered = placement_candidates(bundle, extensible.available, after)
+        removed = "; ".join(f"{broker}: {filtered.why_not(broker)}" for broker in sorted(filtered.removed_by))
+        if not filtered.candidates:
+            placements[bundle] = "and no broker passes Pulsar's filters for it: its next lookup finds no owner"
+            notes.append(f"{bundle}: no broker may own it after the unload ({removed})")
+            continue
+        best = extensible_least_resource_usage.best_brokers(filtered.candidates, extensible.brokers, config)
+        placements[bundle] = f"placed by {name} at random among {', '.join(best)}"
+        if best != list(without_policies):
+            notes.append(f"{bundle}: placed among {', '.join(best)} by the broker filters ({removed})")
+    return placements
 
 
 def _current_msg_rate(load_data: LoadData, broker: str, bundle: str) -> float | None:
