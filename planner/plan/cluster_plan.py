@@ -60,6 +60,8 @@ def plan_cluster(
             seed=load.snapshot or 0,
             usage_models=usage_models,
         )
+    # The policies the latest snapshot read (None: it read none); TransferShedder and the placement follow them.
+    policies = inputs.declarations.policies if inputs.declarations is not None else None
     throughput_ema = {
         broker: moving_average((value for _, value in sorted(series)), config.history_resource_percentage)
         for broker, series in load.throughput_history.items()
@@ -72,6 +74,7 @@ def plan_cluster(
         config,
         load_data.recently_unloaded_bundles,
         inputs.recently_unloaded_brokers,
+        policies,
     )
     return make_transfer_plan(
         cluster,
@@ -84,4 +87,5 @@ def plan_cluster(
         namespace_bundle_counts=inputs.namespace_bundle_counts,
         usage_models=usage_models,
         requested_strategy=strategy,
+        policies=policies,
     )

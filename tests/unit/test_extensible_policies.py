@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from planner.actions import ActionKind
+from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.extensible import extensible_load_data, top_k_bundles
 from planner.plan.extensible_filters import (
     ExtensibleCluster,
@@ -24,6 +25,7 @@ from planner.plan.extensible_filters import (
     transfer_refusal,
 )
 from planner.plan.planning import make_transfer_plan
+from planner.plan.request import ClusterInputs
 from planner.plan.shedding.transfer_shedder import (
     Reason,
     TransferShedderState,
@@ -32,6 +34,7 @@ from planner.plan.shedding.transfer_shedder import (
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
 from planner.pulsar.declarations import (
     AutoFailoverPolicy,
+    ClusterDeclarations,
     ClusterPolicies,
     FailureDomain,
     NamespaceIsolationPolicy,
@@ -470,3 +473,21 @@ def test_an_unload_without_destination_is_placed_among_the_brokers_the_filters_l
     assert free and all(a.destination is None for a in free)
     assert all(a.reason.endswith("placed by LeastResourceUsageWithWeight at random among c:8080") for a in free)
     assert any(n.startswith("team/free/") and "b:8080: its anti-affinity group" in n for n in plan.notes)
+
+
+def test_the_jobs_cluster_plan_takes_the_policies_the_snapshot_read():
+    # plan_cluster (the Spark job's per-cluster plan) hands the latest snapshot's policies to TransferShedder
+    fence = ClusterPolicies(isolation={"pulsar-rebalance-fence-c": _isolation(["pulsar-rebalance-fence/none"], ["c"])})
+    data, _ = _busy_a(None, SHEDDER_TEST)
+    load = ClusterLoad(data, 1, {"a:8080": 0.9, "b:8080": 0.5, "c:8080": 0.1}, {})
+    settings = {"loadBalancerDebugModeEnabled": "true", "loadBalancerSheddingConditionHitCountThreshold": "0"}
+    inputs = ClusterInputs(settings=settings, load_manager=EXTENSIBLE_LOAD_MANAGER)
+
+    def plan(inputs: ClusterInputs):
+        return plan_cluster("c", load, inputs, "TransferShedder", now_millis=NOW, usage_models=None)
+
+    assert "c:8080" in {a.destination for a in plan(inputs).actions}
+    # fenced, c is no destination; like Pulsar, TransferShedder then waits with c as the least loaded broker
+    fenced = plan(inputs.model_copy(update={"declarations": ClusterDeclarations(policies=fence)}))
+    assert fenced.actions == ()
+    assert any("to c:8080: c:8080 is no destination" in note for note in fenced.notes)
