@@ -6,8 +6,12 @@ follows the day and spikes now and then". Broker hardware is heterogeneous on pu
 has its own cores, CPU cost per message and per MiB and NIC speed, because the strategies rank by
 different figures (msgRate, throughput, resource usage) and only differ visibly when those disagree.
 
+A scenario may also declare what the cluster declares to Pulsar's placement (`[policies]`: namespace isolation
+policies, failure domains, anti-affinity groups); the simulated leader and this product's plans obey them, and a
+run can show what a planner that ignores them would have done.
+
 The file format is validated as strictly as LoadData: unknown keys, wrong types and references to
-brokers that do not exist are errors that name the scenario and the field.
+brokers or namespaces that do not exist are errors that name the scenario and the field.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from pydantic.alias_generators import to_camel
 
 from planner.errors import InputError, format_validation_error
 from planner.pulsar.bundle_range import FULL_RANGE_UPPER, check_bundle_name
+from planner.pulsar.declarations import (
+    AutoFailoverPolicy,
+    AutoFailoverPolicyType,
+    ClusterPolicies,
+    FailureDomain,
+    NamespaceIsolationPolicy,
+)
 
 MIB = 1024 * 1024
 MINUTES_PER_DAY = 24 * 60
@@ -119,6 +130,44 @@ class Event(_Spec):
     interval: Annotated[int, Field(ge=1)] = 10
 
 
+class MinAvailableParameters(_Spec):
+    """The `min_available` auto-failover policy's parameters, under Pulsar's own names: fewer available primaries
+    than `min_limit` fail the namespace over to its secondaries; a primary above `usage_threshold` percent of CPU,
+    memory or bandwidth is not available."""
+
+    min_limit: Annotated[int, Field(ge=0, alias="min_limit")]
+    usage_threshold: Annotated[int, Field(ge=0, le=100, alias="usage_threshold")]
+
+
+class AutoFailoverSpec(_Spec):
+    policy_type: Literal["min_available"]  # the only type Pulsar has
+    parameters: MinAvailableParameters
+
+
+class IsolationSpec(_Spec):
+    """A namespace isolation policy as Pulsar takes it (`NamespaceIsolationData`, which refuses one without
+    namespaces, primaries or an auto-failover policy): regular expressions matched against the whole namespace
+    name and broker host."""
+
+    namespaces: Annotated[list[str], Field(min_length=1)]
+    primary: Annotated[list[str], Field(min_length=1)]
+    secondary: list[str] = Field(default_factory=list)
+    auto_failover_policy: AutoFailoverSpec
+
+
+# Pulsar's `NamedEntity.checkName`, which names of isolation policies and failure domains must pass.
+_POLICY_NAME = Annotated[str, Field(pattern=r"^[-=:.\w]+$")]
+
+
+class PoliciesSpec(_Spec):
+    """What the cluster declares to Pulsar's placement: isolation policies by name, failure domains by name (their
+    brokers or broker groups), and each namespace's anti-affinity group."""
+
+    isolation: dict[_POLICY_NAME, IsolationSpec] = Field(default_factory=dict)
+    failure_domains: dict[_POLICY_NAME, Annotated[list[str], Field(min_length=1)]] = Field(default_factory=dict)
+    anti_affinity_groups: dict[str, Annotated[str, Field(min_length=1)]] = Field(default_factory=dict)
+
+
 class Scenario(_Spec):
     name: Annotated[str, Field(pattern=_SCENARIO_NAME.pattern)]
     description: str = ""
@@ -132,6 +181,7 @@ class Scenario(_Spec):
     brokers: Annotated[list[BrokerGroup], Field(min_length=1)]
     bundles: Annotated[list[BundleGroup], Field(min_length=1)]
     events: list[Event] = Field(default_factory=list)
+    policies: PoliciesSpec | None = None
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -312,6 +362,7 @@ class World:
     brokers: Brokers
     bundles: Bundles
     events: tuple[BrokerEvent, ...]
+    policies: ClusterPolicies | None = None  # None: the scenario declares no `[policies]`
 
 
 def _broker_ids(group: BrokerGroup) -> list[str]:
@@ -443,7 +494,69 @@ def build_world(scenario: Scenario, seed: int, minutes: int | None = None, *, so
         noise=column("noise", float),
         spikes=tuple(sorted((renumber[b], start, end, factor) for b, start, end, factor in spikes)),
     )
-    return World(scenario, brokers, bundles, _expand_events(scenario, brokers, position, resolve))
+    events = _expand_events(scenario, brokers, position, resolve)
+    policies = None
+    if scenario.policies is not None:
+        policies = _cluster_policies(scenario.policies, where, ids, per_namespace, resolve)
+    return World(scenario, brokers, bundles, events, policies)
+
+
+def _key(name: str) -> str:
+    """A key in a field path, as `format_validation_error` writes it."""
+    return f".{name}" if name.isidentifier() else f"[{name!r}]"
+
+
+def _cluster_policies(
+    spec: PoliciesSpec, where: str, ids: list[str], namespaces: Mapping[str, int], resolve: Any
+) -> ClusterPolicies:
+    """`[policies]` as Pulsar's records. A regular expression that matches no namespace or broker of the scenario,
+    a broker in two failure domains or an anti-affinity group for a namespace the scenario has not are refused:
+    in a scenario they are typos, and a policy that silently matches nothing would show nothing."""
+    hosts = [broker_id.rpartition(":")[0] for broker_id in ids]
+    isolation = {}
+    for name, policy in spec.isolation.items():
+        field = f"policies.isolation{_key(name)}"
+        for key, patterns, universe, what in (
+            ("namespaces", policy.namespaces, list(namespaces), "namespace"),
+            ("primary", policy.primary, hosts, "broker host"),
+            ("secondary", policy.secondary, hosts, "broker host"),
+        ):
+            for index, pattern in enumerate(patterns):
+                try:
+                    compiled = re.compile(pattern)
+                except re.error as error:
+                    raise InputError(
+                        f"invalid {where}: {field}.{key}[{index}]: not a regular expression ({error})"
+                    ) from None
+                if not any(compiled.fullmatch(candidate) for candidate in universe):
+                    raise InputError(f"invalid {where}: {field}.{key}[{index}]: {pattern!r} matches no {what}")
+        failover = policy.auto_failover_policy
+        isolation[name] = NamespaceIsolationPolicy(
+            namespaces=tuple(policy.namespaces),
+            primary=tuple(policy.primary),
+            secondary=tuple(policy.secondary),
+            auto_failover_policy=AutoFailoverPolicy(
+                policy_type=AutoFailoverPolicyType(failover.policy_type),
+                parameters={
+                    "min_limit": str(failover.parameters.min_limit),
+                    "usage_threshold": str(failover.parameters.usage_threshold),
+                },
+            ),
+        )
+    domains: dict[str, FailureDomain] = {}
+    domain_of: dict[str, str] = {}
+    for name, members in spec.failure_domains.items():
+        field = f"policies.failureDomains{_key(name)}"
+        brokers = resolve(members, field)
+        for broker_id in brokers:
+            if domain_of.setdefault(broker_id, name) != name:
+                raise InputError(f"invalid {where}: {field}: {broker_id} is already in domain {domain_of[broker_id]!r}")
+        domains[name] = FailureDomain(brokers=frozenset(brokers))
+    for namespace in spec.anti_affinity_groups:
+        if namespace not in namespaces:
+            field = f"policies.antiAffinityGroups{_key(namespace)}"
+            raise InputError(f"invalid {where}: {field}: the scenario has no bundles in that namespace")
+    return ClusterPolicies(isolation=isolation, failure_domains=domains, anti_affinity_groups=spec.anti_affinity_groups)
 
 
 def _points_per_message(group: BundleGroup, broker: BrokerGroup) -> float:
