@@ -81,6 +81,7 @@ def top_k_bundles(
     version = config.pulsar_version
     excluded = config.shedding_excluded_namespaces if version.has_shedding_excluded_namespaces else frozenset()
     skip_policies = policies is not None and not config.shedding_bundles_with_policies_enabled
+    with_policies: dict[str, bool] = {}  # per namespace: a broker holds many bundles of few namespaces
     kept = []
     for bundle, stats in bundles.items():
         namespace = namespace_of(bundle)
@@ -88,8 +89,11 @@ def top_k_bundles(
             continue
         if namespace == SYSTEM_NAMESPACE or is_sla_or_heartbeat_namespace(namespace, version):
             continue
-        if skip_policies and policies is not None and has_policies(namespace, policies):
-            continue
+        if skip_policies and policies is not None:
+            if namespace not in with_policies:
+                with_policies[namespace] = has_policies(namespace, policies)
+            if with_policies[namespace]:
+                continue
         if namespace in excluded:
             continue
         kept.append((bundle, stats))
