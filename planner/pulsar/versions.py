@@ -127,6 +127,12 @@ class PulsarVersion:
         return self.at_least(5, 0)
 
     @property
+    def isolation_matches_broker_ids(self) -> bool:
+        """From 5.0 (read in the 5.0.1 `pulsar-broker` and `pulsar-common` jars) namespace isolation matches a
+        policy's broker patterns that hold a `:` against the broker id (`host:port`) too, not only its host."""
+        return self.at_least(5, 0)
+
+    @property
     def placement_shedder_mismatch_falls_back(self) -> bool:
         """From 5.0 (read in the 5.0.1 jar) AvgShedder as placement under another shedder is no longer refused at
         startup: the broker warns and places with LeastLongTermMessageRate."""
