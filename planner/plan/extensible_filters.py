@@ -24,47 +24,24 @@ Read in the 3.0.7, 3.3.6, 4.0.8 and 4.2.4 sources (`extensions/filter/*`, `exten
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import PulsarConfig
-from planner.pulsar.declarations import ClusterPolicies, NamespaceIsolationPolicy
-
-DEFAULT_DOMAIN = "default"  # LoadManagerShared.DEFAULT_DOMAIN: a broker in no failure domain
-
-
-def isolation_policy(namespace: str, policies: ClusterPolicies) -> NamespaceIsolationPolicy | None:
-    """`NamespaceIsolationPolicies.getPolicyByNamespace`: the first policy one of whose namespace patterns matches."""
-    for policy in policies.isolation.values():
-        if any(re.fullmatch(pattern, namespace) for pattern in policy.namespaces):
-            return policy
-    return None
-
-
-def anti_affinity_group(namespace: str, policies: ClusterPolicies) -> str | None:
-    """`LoadManagerShared.getNamespaceAntiAffinityGroup`: the namespace's group unless blank."""
-    group = policies.anti_affinity_groups.get(namespace)
-    return group if group is not None and group.strip() else None
-
-
-def isolation_candidates(namespace: str, brokers: Sequence[str], policies: ClusterPolicies) -> list[str]:
-    """`LoadManagerShared.applyNamespacePolicies` for a persistent bundle of `namespace`."""
-    policy = isolation_policy(namespace, policies)
-
-    def matches(patterns: Sequence[str], host: str) -> bool:
-        return any(re.fullmatch(pattern, host) for pattern in patterns)
-
-    hosts = {broker: broker.rsplit(":", 1)[0] for broker in brokers if ":" in broker}
-    if policy is None:
-        return [b for b, h in hosts.items() if not any(matches(p.primary, h) for p in policies.isolation.values())]
-    primaries = [b for b, h in hosts.items() if matches(policy.primary, h)]
-    secondaries = [b for b, h in hosts.items() if b not in primaries and matches(policy.secondary, h)]
-    failover = policy.auto_failover_policy
-    min_limit = int(failover.parameters.get("min_limit", "1")) if failover is not None else 1
-    return primaries + secondaries if len(primaries) < min_limit else primaries
+from planner.pulsar.declarations import ClusterPolicies
+from planner.pulsar.policies import (
+    BrokerFilterError,
+    anti_affinity_bundle_counts,
+    anti_affinity_group,
+    broker_domains,
+    isolation_candidates,
+    isolation_policy,
+    isolation_refusal,
+    keep_fewest,
+    newest_release_brokers,
+)
 
 
 class BrokerFilter(StrEnum):
@@ -75,10 +52,6 @@ class BrokerFilter(StrEnum):
     VERSION = "broker_version_filter"
     ANTI_AFFINITY = "broker_anti_affinity_group_filter"
     ISOLATION = "broker_isolation_policies_filter"
-
-
-class BrokerFilterError(Exception):
-    """A filter that could not decide (`BrokerFilterException`): `BrokerVersionFilter` on a release it cannot read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +90,29 @@ def sheds_bundles_with_policies(namespace: str, policies: ClusterPolicies, confi
     return True
 
 
+def filter_anti_affinity(
+    bundle: str, candidates: Sequence[str], policies: ClusterPolicies, owners: Mapping[str, str], domains_enabled: bool
+) -> list[str]:
+    """`LoadManagerShared.filterAntiAffinityGroupOwnedBrokersAsync` (the `AntiAffinityGroupPolicyFilter`): counted
+    by the bundles each broker owns of the group (`owners`: bundle -> broker, the ownership channel)."""
+    counts = anti_affinity_bundle_counts(namespace_of(bundle), policies, owners)
+    return keep_fewest(candidates, counts, broker_domains(policies, domains_enabled))
+
+
+def filter_isolation(
+    bundle: str,
+    candidates: Sequence[str],
+    policies: ClusterPolicies,
+    persistent_topics: Mapping[str, bool],
+    config: PulsarConfig | None = None,
+) -> list[str]:
+    """`BrokerIsolationPoliciesFilter` (`IsolationPoliciesHelper.applyIsolationPoliciesAsync`) for a persistent
+    bundle, in `candidates` order; `config`: the release whose matching applies (default: the latest)."""
+    version = config.pulsar_version if config is not None else None
+    namespace = namespace_of(bundle)
+    return isolation_candidates(namespace, candidates, policies, persistent_topics=persistent_topics, version=version)
+
+
 def _load_manager_class_filter(candidates: list[str], cluster: ExtensibleCluster) -> list[str]:
     expected = cluster.config.load_manager_class_name
     classes = cluster.load_manager_classes
@@ -128,111 +124,11 @@ def _max_topic_count_filter(candidates: list[str], cluster: ExtensibleCluster) -
     return [broker for broker in candidates if cluster.topics.get(broker, 0) < limit]
 
 
-_SEMVER = re.compile(
-    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?"
-    r"(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?"
-)
-
-
-def _precedence(version: str) -> tuple[tuple[int, int, int], int, tuple[tuple[int, int, str], ...]]:
-    """Semantic-version precedence (`Version.compareTo` of java-semver: build metadata ignored); BrokerFilterError on a
-    release that is not a semantic version (`Version.valueOf` throws)."""
-    match = _SEMVER.fullmatch(version)
-    if match is None:
-        raise BrokerFilterError(f"release {version!r} is not a semantic version")
-    normal = (int(match[1]), int(match[2]), int(match[3]))
-    if match[4] is None:
-        return normal, 1, ()  # a release sorts after its pre-releases
-    identifiers = tuple(
-        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in match[4].split(".")
-    )  # numeric identifiers before alphanumeric ones, a shorter list of equal prefix first
-    return normal, 0, identifiers
-
-
 def _version_filter(candidates: list[str], cluster: ExtensibleCluster) -> list[str]:
     versions = cluster.versions
     if not cluster.config.prefer_later_versions or not candidates or any(b not in versions for b in candidates):
         return candidates
-    order = {}
-    for broker in candidates:
-        release = versions[broker]
-        if not release:
-            raise BrokerFilterError(f"no release in the lookup data of {broker}")
-        order[broker] = _precedence(release)
-    latest = max(order.values())
-    return [broker for broker in candidates if order[broker] == latest]
-
-
-def _same_group(a: str, b: str) -> bool:
-    """`String.equalsIgnoreCase`: char by char, equal, or equal upper-cased, or equal lower-cased."""
-    return len(a) == len(b) and all(
-        x == y or x.upper() == y.upper() or x.lower() == y.lower() for x, y in zip(a, b, strict=True)
-    )
-
-
-def anti_affinity_counts(namespace: str, policies: ClusterPolicies, owners: Mapping[str, str]) -> dict[str, int] | None:
-    """`getAntiAffinityNamespaceOwnedBrokers` over the ownership channel: per broker, the bundles it owns of the
-    namespaces in `namespace`'s anti-affinity group; None when `namespace` has no group."""
-    group = anti_affinity_group(namespace, policies)
-    if group is None:
-        return None
-    counts: dict[str, int] = {}
-    groups: dict[str, bool] = {}
-    for bundle, owner in owners.items():
-        owned_namespace = namespace_of(bundle)
-        if owned_namespace not in groups:
-            other = anti_affinity_group(owned_namespace, policies)
-            groups[owned_namespace] = other is not None and _same_group(group, other)
-        if groups[owned_namespace]:
-            counts[owner] = counts.get(owner, 0) + 1
-    return counts
-
-
-def broker_domains(policies: ClusterPolicies) -> dict[str, str]:
-    """`refreshBrokerToFailureDomainMap`: broker id -> its failure domain (a broker listed twice: the later one)."""
-    return {broker: name for name, domain in policies.failure_domains.items() for broker in sorted(domain.brokers)}
-
-
-def filter_anti_affinity(
-    bundle: str, candidates: Sequence[str], policies: ClusterPolicies, owners: Mapping[str, str], domains_enabled: bool
-) -> list[str]:
-    """`LoadManagerShared.filterAntiAffinityGroupOwnedBrokersAsync` (the `AntiAffinityGroupPolicyFilter`)."""
-    kept = list(candidates)
-    if not kept:
-        return kept
-    counts = anti_affinity_counts(namespace_of(bundle), policies, owners)
-    if counts is None:  # no group: nobody is filtered
-        return kept
-    domains = broker_domains(policies) if domains_enabled else {}
-    if domains:
-        per_domain: dict[str, int] = {}
-        for broker in kept:
-            domain = domains.get(broker, DEFAULT_DOMAIN)
-            per_domain[domain] = per_domain.get(domain, 0) + counts.get(broker, 0)
-        fewest = min(per_domain.values())
-        kept = [broker for broker in kept if per_domain[domains.get(broker, DEFAULT_DOMAIN)] == fewest]
-    least = None
-    for broker in kept:
-        if broker not in counts:  # a broker owning none of the group counts 0
-            least = 0
-            break
-        least = counts[broker] if least is None else min(least, counts[broker])
-    if least == 0:
-        return [broker for broker in kept if counts.get(broker, 0) == 0]
-    return [broker for broker in kept if counts[broker] == least]
-
-
-def filter_isolation(
-    bundle: str, candidates: Sequence[str], policies: ClusterPolicies, persistent_topics: Mapping[str, bool]
-) -> list[str]:
-    """`BrokerIsolationPoliciesFilter` (`IsolationPoliciesHelper.applyIsolationPoliciesAsync`) for a persistent
-    bundle, in `candidates` order."""
-    namespace = namespace_of(bundle)
-    allowed = set(isolation_candidates(namespace, list(candidates), policies))
-    if isolation_policy(namespace, policies) is None:
-        allowed = {broker for broker in allowed if persistent_topics.get(broker, True)}
-    return [broker for broker in candidates if broker in allowed]
+    return newest_release_brokers(candidates, versions)
 
 
 def apply_filter(name: BrokerFilter, bundle: str, candidates: list[str], cluster: ExtensibleCluster) -> list[str]:
@@ -247,30 +143,52 @@ def apply_filter(name: BrokerFilter, bundle: str, candidates: list[str], cluster
         return filter_anti_affinity(
             bundle, candidates, cluster.policies, cluster.owners, cluster.config.failure_domains_enabled
         )
-    return filter_isolation(bundle, candidates, cluster.policies, cluster.persistent_topics)
+    return filter_isolation(bundle, candidates, cluster.policies, cluster.persistent_topics, cluster.config)
+
+
+def _why_removed(name: BrokerFilter, broker: str, bundle: str, before: list[str], cluster: ExtensibleCluster) -> str:
+    """Why filter `name` left `broker` out of `before`, naming the policy for the policy filters."""
+    namespace = namespace_of(bundle)
+    if name is BrokerFilter.ISOLATION:
+        refusal = isolation_refusal(
+            namespace,
+            broker,
+            before,
+            cluster.policies,
+            persistent_topics=cluster.persistent_topics,
+            version=cluster.config.pulsar_version,
+        )
+        return refusal or "the namespace isolation policies do not allow it"
+    if name is BrokerFilter.ANTI_AFFINITY:
+        counts = anti_affinity_bundle_counts(namespace, cluster.policies, cluster.owners) or {}
+        where = (
+            " or its failure domain" if broker_domains(cluster.policies, cluster.config.failure_domains_enabled) else ""
+        )
+        return (
+            f"anti-affinity group {anti_affinity_group(namespace, cluster.policies)} of {namespace}: it holds "
+            f"{counts.get(broker, 0)} bundles of the group, and another candidate{where} holds fewer"
+        )
+    if name is BrokerFilter.LOAD_MANAGER_CLASS:
+        return (
+            f"it runs {cluster.load_manager_classes.get(broker)}, another load manager (BrokerLoadManagerClassFilter)"
+        )
+    if name is BrokerFilter.MAX_TOPIC_COUNT:
+        return f"it has {cluster.topics.get(broker, 0)} topics, loadBalancerBrokerMaxTopics or more"
+    return f"it runs {cluster.versions.get(broker)}, older than the newest broker, and preferLaterVersions is on"
 
 
 @dataclass(frozen=True, slots=True)
 class Filtered:
-    """What the pipeline left of the candidates, which filter removed each of the others, and the filter that
-    failed (the first one, if any)."""
+    """What the pipeline left of the candidates, which filter removed each of the others and why, and the filter
+    that failed (the first one, if any)."""
 
     candidates: tuple[str, ...]
-    removed_by: Mapping[str, BrokerFilter]
+    removed_by: Mapping[str, tuple[BrokerFilter, str]]
     failed: tuple[BrokerFilter, str] | None = None
 
     def why_not(self, broker: str) -> str:
         """Why `broker` is not a candidate, naming the filter and, for the policy filters, the policy."""
-        return _FILTER_REASONS[self.removed_by[broker]] if broker in self.removed_by else "not available"
-
-
-_FILTER_REASONS = {
-    BrokerFilter.LOAD_MANAGER_CLASS: "it runs another load manager class (BrokerLoadManagerClassFilter)",
-    BrokerFilter.MAX_TOPIC_COUNT: "it has loadBalancerBrokerMaxTopics topics or more (BrokerMaxTopicCountFilter)",
-    BrokerFilter.VERSION: "it runs an older release than the newest broker, with preferLaterVersions",
-    BrokerFilter.ANTI_AFFINITY: "its anti-affinity group already has more bundles there than elsewhere",
-    BrokerFilter.ISOLATION: "the namespace isolation policies do not allow it",
-}
+        return self.removed_by[broker][1] if broker in self.removed_by else "not available"
 
 
 def filter_brokers(
@@ -279,7 +197,7 @@ def filter_brokers(
     """The pipeline over the available brokers for `bundle`. `stop_on_failure`: as `isTransferable`, which gives up
     at a failed filter; else as `selectAsync`, which goes on with what the filters left."""
     candidates = list(available)
-    removed: dict[str, BrokerFilter] = {}
+    removed: dict[str, tuple[BrokerFilter, str]] = {}
     failed: tuple[BrokerFilter, str] | None = None
     for name in BrokerFilter:
         try:
@@ -290,7 +208,9 @@ def filter_brokers(
                 break
             continue
         left = set(kept)
-        removed.update({broker: name for broker in candidates if broker not in left})
+        for broker in candidates:
+            if broker not in left:
+                removed[broker] = (name, _why_removed(name, broker, bundle, candidates, cluster))
         candidates = kept
     return Filtered(tuple(candidates), removed, failed)
 
@@ -302,7 +222,9 @@ def transfer_refusal(
     `bundle` from `source` (to `destination` with `loadBalancerTransferEnabled`), else why not in one line."""
     namespace = namespace_of(bundle)
     if not sheds_bundles_with_policies(namespace, cluster.policies, cluster.config):
-        kind = "an isolation policy" if isolation_policy(namespace, cluster.policies) else "an anti-affinity group"
+        found = isolation_policy(namespace, cluster.policies)
+        group = anti_affinity_group(namespace, cluster.policies)
+        kind = f"isolation policy {found[0]}" if found else f"anti-affinity group {group}"
         return f"{namespace} has {kind} and loadBalancerSheddingBundlesWithPoliciesEnabled is false"
     filtered = filter_brokers(bundle, available, cluster, stop_on_failure=True)
     if filtered.failed is not None:
