@@ -25,8 +25,8 @@ import re
 from collections.abc import Collection, Sequence
 
 from planner.collect.admin_client import PulsarAdminClient
+from planner.pulsar.policies import FENCE_PREFIX
 
-FENCE_PREFIX = "pulsar-rebalance-fence-"
 # A namespace nobody creates: the policy matches it only, so it confines no real namespace to the fenced broker.
 FENCED_NAMESPACE = "pulsar-rebalance-fence/none"
 

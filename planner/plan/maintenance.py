@@ -8,6 +8,13 @@ score would pass the overload threshold (`loadBalancerBrokerOverloadedThresholdP
 no broker stays below it, and then the plan says, before anyone approves, that the cluster lacks the capacity.
 
 Heartbeat and SLA-monitor bundles never move: Pulsar pins them to their broker.
+
+With the cluster's policies (`planner.pulsar.policies`), each destination is one the executor's check at execution
+time accepts (`destination_refusal`): one the namespace isolation policies allow (a broker still fenced by an earlier
+drain takes nothing; a fill lifts its targets' fences first, as the executor does), and for a namespace in an
+anti-affinity group, one Pulsar's anti-affinity filter keeps on the ownership the plan's earlier moves leave (the
+executor sends them in order). A bundle no broker may take stays where it is, and each bundle the policies keep in
+place or send elsewhere than the plan would without them gets a note.
 """
 
 from __future__ import annotations
@@ -23,8 +30,18 @@ from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, 
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.load_manager_shared import is_pinned_namespace
 from planner.pulsar.model import LoadData
+from planner.pulsar.policies import (
+    anti_affinity_group,
+    group_counts,
+    isolation_candidates,
+    isolation_policy,
+    isolation_refusal,
+    spread_destinations,
+    without_fences,
+)
 
 
 class MaintenanceMode(StrEnum):
@@ -115,6 +132,77 @@ class _Placement:
         return self.config.overload_threshold * 100
 
 
+class _Policies:
+    """The cluster's policies while a maintenance plan's moves are chosen: the destinations they allow each bundle
+    on the ownership the plan's earlier moves leave. Isolation candidates are kept per namespace (the brokers do not
+    change within a plan), anti-affinity counts per group until a bundle of a grouped namespace moves."""
+
+    def __init__(
+        self, load_data: LoadData, config: PulsarConfig, policies: ClusterPolicies, owners: dict[str, str]
+    ) -> None:
+        self.config, self.policies, self.owners = config, policies, owners
+        self.brokers = sorted(load_data.brokers)
+        self.loads = {broker: report.persistent_topics_enabled for broker, report in load_data.brokers.items()}
+        self._candidates: dict[str, list[str]] = {}
+        self._counts: dict[str, dict[str, int] | None] = {}
+
+    def candidates(self, namespace: str) -> list[str]:
+        """`applyNamespacePolicies` over every broker of the snapshot (those being drained too: they are up)."""
+        if namespace not in self._candidates:
+            self._candidates[namespace] = isolation_candidates(
+                namespace, self.brokers, self.policies, persistent_topics=self.loads, version=self.config.pulsar_version
+            )
+        return self._candidates[namespace]
+
+    def destinations(self, bundle: str, leaving: Collection[str] = ()) -> list[str]:
+        """The brokers the policies let take `bundle` from its owner: its isolation candidates but `leaving` (the
+        brokers a drain empties), then those keeping its anti-affinity group spread."""
+        namespace = namespace_of(bundle)
+        candidates = [broker for broker in self.candidates(namespace) if broker not in leaving]
+        group = anti_affinity_group(namespace, self.policies)
+        if group is None or not candidates:
+            return [broker for broker in candidates if broker != self.owners.get(bundle)]
+        if group not in self._counts:
+            self._counts[group] = group_counts(namespace, self.policies, self.owners, self.config)
+        return spread_destinations(self.owners.get(bundle), candidates, self._counts[group], self.policies, self.config)
+
+    def why_not(self, bundle: str, broker: str, leaving: Collection[str] = ()) -> str:
+        """Why the policies keep `broker` from taking `bundle` (naming the policy), for the plan's notes."""
+        namespace = namespace_of(bundle)
+        refused = isolation_refusal(
+            namespace,
+            broker,
+            self.brokers,
+            self.policies,
+            persistent_topics=self.loads,
+            version=self.config.pulsar_version,
+        )
+        if refused is not None:
+            return refused
+        if not [b for b in self.candidates(namespace) if b not in leaving]:
+            found = isolation_policy(namespace, self.policies)
+            return (
+                f"isolation policy {found[0]} allows no broker that stays"
+                if found is not None
+                else "no broker that stays is shared (primary in no isolation policy) and loads persistent topics"
+            )
+        kept = self.destinations(bundle, leaving)
+        group = anti_affinity_group(namespace, self.policies)
+        return f"{broker} holds more of anti-affinity group {group} than {', '.join(kept)}"
+
+    def move(self, bundle: str, destination: str) -> None:
+        self.owners[bundle] = destination
+        if anti_affinity_group(namespace_of(bundle), self.policies) is not None:
+            self._counts.clear()  # a group's counts changed
+
+
+def _owners(load_data: LoadData, owned: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
+    """Bundle -> owner over every broker's bundles (`_owned`), as the policies' anti-affinity counts read them."""
+    return {
+        bundle: broker for broker in sorted(load_data.brokers) for bundle in sorted(_owned(load_data, broker, owned))
+    }
+
+
 def _result(
     cluster: str,
     request: MaintenanceRequest,
@@ -165,11 +253,13 @@ def drain_plan(
     brokers: Sequence[str],
     usage_models: UsageModels | None = None,
     owned: Mapping[str, Sequence[str]] | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> PlanDocument:
     """Every movable bundle of `brokers` onto the others, the busiest first, each to the broker whose predicted
     message rate after it is lowest among those staying below the overload threshold (ties: the fewest bundles
     planned onto it). `owned`: each broker's bundles as the admin API lists them, idle ones included, which load
-    reports leave out; they move too, with no traffic."""
+    reports leave out; they move too, with no traffic. `policies`: the cluster's (None: not read); with them each
+    bundle goes only where they allow, or stays."""
     mode = MaintenanceMode.DRAIN
     if not brokers:
         raise InputError(f"drain of cluster {cluster!r}: name the brokers to drain")
@@ -184,6 +274,8 @@ def drain_plan(
         key=lambda item: (-_bundle_rate(load_data, item[0]), item[0]),
     )
     actions, over, planned = [], set(), dict.fromkeys(remaining, 0)
+    guard = _Policies(load_data, config, policies, _owners(load_data, owned)) if policies is not None else None
+    policy_notes: list[str] = []
     for bundle, source in bundles:
         options = []
         for destination in remaining:
@@ -191,17 +283,34 @@ def drain_plan(
             score = placement.score(loads, destination)
             rate = _msg_rate(loads[destination])
             options.append((score > placement.threshold, rate, planned[destination], score, destination))
+        if guard is not None:
+            allowed = set(guard.destinations(bundle, draining))
+            unbound = min(options)[-1]
+            options = [option for option in options if option[-1] in allowed]
+            if not options:
+                policy_notes.append(f"{bundle}: stays on {source}: {guard.why_not(bundle, unbound, draining)}")
+                continue
         too_high, _, _, score, destination = min(options)
+        if guard is not None:
+            if destination != unbound:
+                why = guard.why_not(bundle, unbound, draining)
+                policy_notes.append(
+                    f"{bundle}: to {destination}, not {unbound} as without the cluster's policies: {why}"
+                )
+            guard.move(bundle, destination)
         planned[destination] += 1
         if too_high:
             over.add(destination)
         reason = f"drain {source}: to {destination}, predicted {score:.1f} points after"
         actions.append(_unload(placement, Move(bundle, source, destination), reason))
     pinned = sum(len(_owned(load_data, b, owned)) for b in draining) - len(bundles)
+    held = len(bundles) - len(actions)
     notes = [
         f"drain {', '.join(sorted(draining))}: {len(actions)} bundles, "
         f"{sum(a.msg_rate or 0.0 for a in actions):.1f} msg/s onto {len(remaining)} brokers"
         + (f"; {pinned} heartbeat/SLA-monitor bundles stay (Pulsar pins them to their broker)" if pinned else "")
+        + (f"; {held} bundles stay: no broker that stays may own them under the cluster's policies" if held else ""),
+        *policy_notes,
     ]
     if over:
         notes.append(
@@ -226,10 +335,13 @@ def fill_plan(
     brokers: Sequence[str],
     max_moves: int = DEFAULT_MAX_MOVES,
     usage_models: UsageModels | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> PlanDocument:
     """Bring `brokers` (none named: those owning no movable bundle, the newly joined) up to the cluster's
     balanced share of message rate in one plan: repeatedly, the least loaded of them takes from the busiest
-    other broker the bundle that brings both closest to the share, until no move improves or `max_moves`."""
+    other broker the bundle that brings both closest to the share, until no move improves or `max_moves`.
+    `policies`: the cluster's (None: not read); with them a target takes only the bundles they allow it, its own
+    drain fence lifted as the executor lifts it."""
     mode = MaintenanceMode.FILL
     _unknown_brokers(load_data, brokers, cluster, mode)
     targets = _fill_targets(load_data, brokers)
@@ -242,10 +354,17 @@ def fill_plan(
     share = sum(_msg_rate(load) for load in placement.loads.values()) / len(placement.loads)
     moved: set[str] = set()
     actions: list[PlannedAction] = []
+    guard = (
+        _Policies(load_data, config, without_fences(policies, targets), _owners(load_data))
+        if policies is not None
+        else None
+    )
+    policy_notes: dict[str, str] = {}
     while len(actions) < max_moves:
         target = min(targets, key=lambda b: (_msg_rate(placement.loads[b]), b))
         gap = share - _msg_rate(placement.loads[target])
         best = None
+        refused: tuple[float, str] | None = None  # the best move the policies forbid, for the note
         for donor in sorted(donors, key=lambda b: (-_msg_rate(placement.loads[b]), b)):
             surplus = _msg_rate(placement.loads[donor]) - share
             for bundle in _movable(load_data, donor):
@@ -259,14 +378,24 @@ def fill_plan(
                 move = Move(bundle, donor, target)
                 if placement.score(placement.after(move), target) > placement.threshold:
                     continue
+                if guard is not None and target not in guard.destinations(bundle):
+                    if refused is None or after < refused[0]:
+                        refused = (after, bundle)
+                    continue
                 if best is None or after < best[0]:
                     best = (after, move)
             if best is not None:
                 break  # the busiest donor that has a fitting bundle gives
+        if guard is not None and refused is not None and (best is None or refused[0] < best[0]):
+            policy_notes.setdefault(
+                refused[1], f"{refused[1]}: not moved to {target}: {guard.why_not(refused[1], target)}"
+            )
         if best is None:
             break
         move = best[1]
         moved.add(move.bundle)
+        if guard is not None:
+            guard.move(move.bundle, move.destination)
         reason = f"fill {target}: from {move.source}, towards the balanced share of {share:.1f} msg/s"
         actions.append(_unload(placement, move, reason))
     notes = [
@@ -275,6 +404,7 @@ def fill_plan(
     ]
     if len(actions) >= max_moves:
         notes.append(f"the move budget ({max_moves}) ran out before every target reached its share")
+    notes.extend(policy_notes.values())
     request = MaintenanceRequest(mode, tuple(targets), max_moves)
     return _result(cluster, request, placement, actions, notes, usage_models)
 
@@ -286,7 +416,10 @@ def maintenance_plan(
     request: MaintenanceRequest,
     usage_models: UsageModels | None = None,
     owned: Mapping[str, Sequence[str]] | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> PlanDocument:
+    """The drain or fill `request` asks for; `policies`: the cluster's (None: not read, planned without them)."""
     if request.mode is MaintenanceMode.DRAIN:
-        return drain_plan(cluster, load_data, config, request.brokers, usage_models, owned)
-    return fill_plan(cluster, load_data, config, request.brokers, request.max_moves or DEFAULT_MAX_MOVES, usage_models)
+        return drain_plan(cluster, load_data, config, request.brokers, usage_models, owned, policies)
+    budget = request.max_moves or DEFAULT_MAX_MOVES
+    return fill_plan(cluster, load_data, config, request.brokers, budget, usage_models, policies)

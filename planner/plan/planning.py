@@ -7,6 +7,7 @@ snapshot's average costs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import random
 from collections.abc import Mapping, Sequence
@@ -23,7 +24,13 @@ from planner.plan.extensible import bundles_kept_off_the_top, bundles_to_split
 from planner.plan.extensible_filters import ExtensibleCluster, placement_candidates, transfer_refusal
 from planner.plan.forecast import Move, forecast
 from planner.plan.placement import extensible_least_resource_usage
-from planner.plan.placement.pipeline import allowed_brokers, excluded_namespaces, select_broker
+from planner.plan.placement.pipeline import (
+    allowed_brokers,
+    excluded_namespaces,
+    owned_namespaces,
+    policy_candidates,
+    select_broker,
+)
 from planner.plan.placement.registry import DEFAULT_PLACEMENT, configured_placement
 from planner.plan.placement.strategy import PlacementSession
 from planner.plan.shedding import transfer_shedder
@@ -36,6 +43,12 @@ from planner.pulsar.config import PulsarConfig
 from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.load_manager_shared import remove_expired_recently_unloaded
 from planner.pulsar.model import ExtensibleLoadData, LoadData
+from planner.pulsar.policies import (
+    anti_affinity_group,
+    isolation_policy,
+    isolation_refusal,
+    should_anti_affinity_namespace_unload,
+)
 
 
 def _split_action(
@@ -119,10 +132,18 @@ def make_plan(
     seed: int = 0,
     usage_models: UsageModels | None = None,
     placement_rng: random.Random | None = None,
+    policies: ClusterPolicies | None = None,
 ) -> PlanDocument:
     """One planning run: one run of the strategy (one AvgShedder "run" for its hit counters).
 
-    Placement draws among equally good brokers with `placement_rng`, or with a generator seeded from `seed`."""
+    Placement draws among equally good brokers with `placement_rng`, or with a generator seeded from `seed`.
+
+    `policies`: the cluster's isolation policies, failure domains and anti-affinity groups as the snapshot read
+    them. With them, each unload passes `doLoadShedding`'s checks (`shouldNamespacePoliciesUnload`,
+    `shouldAntiAffinityNamespaceUnload`) and is placed by the pipeline with the policies' filters; a destination the
+    strategy planned itself (AvgShedder) that the policies forbid is re-drawn as Pulsar's pipeline would, its placement
+    side getting the filtered candidates. A note names each bundle left in place or placed differently because of
+    them. None (not read): planned as on a cluster without policies."""
     strategy = shedding_strategy(strategy_name)
     strategy.require_available(config)  # with one broker too: such a broker would not start
     config = placement_config(strategy, config)
@@ -136,6 +157,9 @@ def make_plan(
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(placement_rng or random.Random(seed))
+    if policies is not None and strategy.placement_memory is not None:
+        # One Java instance sheds and places: its placement side holds the destinations it planned for a re-draw.
+        session.remember(strategy.placement_memory(outcome))
     allowed = set(allowed_brokers(load_data))
     placement = config.placement_short_name
     actions: list[PlannedAction] = []
@@ -146,7 +170,12 @@ def make_plan(
             # Dropped after the strategy chose it, as doLoadShedding does: its share of the budget is not re-spent.
             notes.append(f"{unload.bundle}: its namespace is in loadBalancerSheddingExcludedNamespaces; not unloaded")
             continue
-        if not allowed - {unload.broker}:
+        if policies is not None:
+            held = _held_by_policies(unload.bundle, unload.broker, load_data, config, session, policies)
+            if held is not None:
+                notes.append(held)
+                continue
+        elif not allowed - {unload.broker}:
             # shouldNamespacePoliciesUnload: no other broker may own it.
             notes.append(f"{unload.bundle}: no broker but {unload.broker} loads its topics; not unloaded")
             continue
@@ -156,9 +185,17 @@ def make_plan(
         binds = unload.destination is not None and (
             configured_placement(config).bound_shedder is not None or not strategy.in_pulsar
         )
-        destination = (
-            unload.destination if binds else select_broker(unload.bundle, load_data, config, session, preallocate=False)
-        )
+        if policies is not None:
+            destination, note = _placed_with_policies(
+                unload.bundle, unload.destination if binds else None, load_data, config, session, policies
+            )
+            notes.extend([note] if note else [])
+        else:
+            destination = (
+                unload.destination
+                if binds
+                else select_broker(unload.bundle, load_data, config, session, preallocate=False)
+            )
         if destination is None or destination == unload.broker:
             notes.append(f"{unload.bundle}: placement keeps it on {unload.broker}; Pulsar would skip this unload")
             continue
@@ -209,6 +246,93 @@ def make_plan(
         balance=balance_report(strategy.name, config, load_data, brokers, pairs, notes, len(actions)),
         load_manager=config.load_manager_short_name,
     )
+
+
+def _held_by_policies(
+    bundle: str,
+    broker: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    session: PlacementSession,
+    policies: ClusterPolicies,
+) -> str | None:
+    """`doLoadShedding`'s checks of an unload against the policies, before placing it: the note when one keeps the
+    bundle on `broker`, else None."""
+    namespace = namespace_of(bundle)
+    candidates = allowed_brokers(load_data, namespace, policies, config.pulsar_version)
+    if not set(candidates) - {broker}:
+        found = isolation_policy(namespace, policies)
+        why = (
+            f"its isolation policy {found[0]} allows no other available broker"
+            if found is not None
+            else "no other broker that loads persistent topics is shared (primary in no isolation policy)"
+        )
+        return f"{bundle}: not unloaded from {broker}: {why} (shouldNamespacePoliciesUnload)"
+    group = anti_affinity_group(namespace, policies)
+    owned = owned_namespaces(load_data, session)
+    if group is not None and not should_anti_affinity_namespace_unload(namespace, broker, candidates, policies, owned):
+        return (
+            f"{bundle}: not unloaded from {broker}: every broker {namespace} may go to holds as many namespaces of its "
+            f"anti-affinity group {group} as {broker}, so it would come back (shouldAntiAffinityNamespaceUnload)"
+        )
+    return None
+
+
+def _placed_with_policies(
+    bundle: str,
+    planned: str | None,
+    load_data: LoadData,
+    config: PulsarConfig,
+    session: PlacementSession,
+    policies: ClusterPolicies,
+) -> tuple[str | None, str | None]:
+    """Where an unload goes with the cluster's policies, and the note when they place it elsewhere than it would go
+    without them. `planned`: the destination the strategy bound (kept while the policies allow it, else re-drawn by
+    the pipeline); None: the pipeline places it (compared with its pick on the same draws without the policies)."""
+    if planned is not None:
+        if planned in policy_candidates(bundle, load_data, config, session, policies):
+            return planned, None
+        destination = select_broker(bundle, load_data, config, session, preallocate=False, policies=policies)
+        why = _policy_objection(bundle, planned, load_data, config, session, policies)
+        return destination, (
+            f"{bundle}: planned for {planned}, which the cluster's policies forbid ({why}); Pulsar's placement "
+            f"re-draws it: {destination or 'no broker'}"
+        )
+    shadow = copy.deepcopy(session)
+    destination = select_broker(bundle, load_data, config, session, preallocate=False, policies=policies)
+    without = select_broker(bundle, load_data, config, shadow, preallocate=False)
+    if without is None or without == destination:
+        return destination, None
+    why = _policy_objection(bundle, without, load_data, config, session, policies)
+    if not why:
+        kept = policy_candidates(bundle, load_data, config, session, policies)
+        why = f"they narrow its candidates to {', '.join(kept)}"
+    return destination, f"{bundle}: placed on {destination}, not on {without} as without the cluster's policies: {why}"
+
+
+def _policy_objection(
+    bundle: str,
+    broker: str,
+    load_data: LoadData,
+    config: PulsarConfig,
+    session: PlacementSession,
+    policies: ClusterPolicies,
+) -> str:
+    """Why the policies keep `broker` from the bundle's candidates ('' when they do not): its isolation, else its
+    anti-affinity group."""
+    namespace = namespace_of(bundle)
+    loads = {b: report.persistent_topics_enabled for b, report in load_data.brokers.items()}
+    refused = isolation_refusal(
+        namespace, broker, sorted(load_data.brokers), policies, persistent_topics=loads, version=config.pulsar_version
+    )
+    if refused is not None:
+        return refused
+    kept = policy_candidates(bundle, load_data, config, session, policies)
+    if broker in kept:
+        return ""
+    group = anti_affinity_group(namespace, policies)
+    by = "its failure domain holds" if config.failure_domains_enabled and policies.failure_domains else "it holds"
+    return f"{by} more namespaces of anti-affinity group {group} than {', '.join(kept)}"
 
 
 def _moves(actions: Sequence[PlannedAction]) -> list[Move]:
