@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from planner.arguments import COUNT, SEED, SPREAD_POINTS
 from planner.cli.common import Commands, add_config_options, print_json
 from planner.errors import InputError
 from planner.pulsar.config import PulsarConfig
 
+if TYPE_CHECKING:
+    from planner.simulator.engine import ClusterPolicyMode
+    from planner.simulator.scenario import Scenario
+
 
 def command_simulate(args: argparse.Namespace) -> None:
     # Imported here: numpy and the simulator load only for this command.
     from planner.pulsar.config import parse_assignments, read_properties
     from planner.simulator import report
-    from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
+    from planner.simulator.engine import DEFAULT_POLICIES, ClusterPolicyMode, parse_policy
     from planner.simulator.scenario import builtin_scenarios, load_scenario
 
     if args.maintenance:
@@ -38,6 +43,9 @@ def command_simulate(args: argparse.Namespace) -> None:
     PulsarConfig.from_settings(overrides, source="--set")  # bad values fail before anything runs
     names = [*builtin_scenarios(), "random:1", "random:2"] if args.all else [args.scenario]
     scenarios = [load_scenario(name) for name in names]
+    mode = ClusterPolicyMode(args.cluster_policies)
+    if not args.all:
+        _check_policies_declared(scenarios[0], mode)
     comparisons = [
         report.compare(
             scenario,
@@ -47,6 +55,7 @@ def command_simulate(args: argparse.Namespace) -> None:
             cadence_minutes=args.cadence,
             target_spread=args.target,
             overrides=overrides,
+            cluster_policies=mode,
         )
         for scenario in scenarios
     ]
@@ -60,6 +69,7 @@ def command_simulate(args: argparse.Namespace) -> None:
         words += [f"{name} {value}" for name, value in options if value is not None]
         words += [f"--seed {args.seed}"] if args.seed != 1 else []
         words += [f"--set {setting}" for setting in args.settings]
+        words += [f"--cluster-policies {mode}"] if mode is not ClusterPolicyMode.OBEY else []
         words += [f"--markdown {args.markdown}"]
         maintenance = ""
         if args.all:
@@ -77,16 +87,28 @@ def command_simulate(args: argparse.Namespace) -> None:
         print("\n\n".join(report.text_table(comparison) for comparison in comparisons))
 
 
+def _check_policies_declared(scenario: Scenario, mode: ClusterPolicyMode) -> None:
+    from planner.simulator.engine import ClusterPolicyMode
+
+    if mode is not ClusterPolicyMode.OBEY and scenario.policies is None:
+        raise InputError(
+            f"invalid --cluster-policies {mode}: scenario {scenario.name} declares no [policies], nothing to ignore"
+        )
+
+
 def _simulate_maintenance(args: argparse.Namespace) -> None:
     """A drain or fill against what Pulsar does on its own (`planner.simulator.maintenance`)."""
+    from planner.simulator.engine import ClusterPolicyMode
     from planner.simulator.maintenance import MAINTENANCE_SCENARIOS, compare_drain, compare_fill
     from planner.simulator.scenario import load_scenario
 
     if args.all or args.policies or args.plot or args.markdown:
-        raise InputError("simulate --maintenance takes --scenario, --pace, --seed and --json only")
+        raise InputError("simulate --maintenance takes --scenario, --pace, --seed, --cluster-policies and --json only")
     scenario = load_scenario(args.scenario or MAINTENANCE_SCENARIOS[args.maintenance])
+    mode = ClusterPolicyMode(args.cluster_policies)
+    _check_policies_declared(scenario, mode)
     compare = compare_drain if args.maintenance == "drain" else compare_fill
-    runs = compare(scenario, seed=args.seed, pace=args.pace)
+    runs = compare(scenario, seed=args.seed, pace=args.pace, cluster_policies=mode)
     print_json({"scenario": scenario.name, "mode": args.maintenance, "runs": [run.to_json() for run in runs]})
 
 
@@ -117,6 +139,13 @@ def add_commands(commands: Commands) -> None:
         help="compare this product's drain (or fill) with Pulsar's shutdown (or in-broker shedders); prints JSON",
     )
     simulate.add_argument("--pace", type=COUNT, default=6, help="with --maintenance: unloads a minute (default 6)")
+    simulate.add_argument(
+        "--cluster-policies",
+        choices=["obey", "ignore", "both"],
+        default="obey",
+        help="this product's plans obey a scenario's [policies] (isolation, anti-affinity, failure domains), ignore "
+        "them, or both side by side; Pulsar's own shedders obey them always (default obey)",
+    )
     simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
     add_config_options(simulate)

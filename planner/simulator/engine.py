@@ -16,6 +16,12 @@ Each minute, in this order:
    the history each plan fits the brokers' usage models on (`planner.plan.usage_model`).
 
 A moved bundle serves its traffic from the destination from the next minute on.
+
+A scenario that declares cluster policies (`[policies]`: isolation, failure domains, anti-affinity) has them obeyed
+by the simulated leader (its placement and its checks of each unload, as Pulsar always obeys them) and by this
+product's plans and executor, unless the run ignores them (`ClusterPolicyMode`): then the plans are made and
+executed as if the cluster had none, what this product did before it read them. Every such run counts what was
+left against the policies (`planner.simulator.violations`).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -40,11 +47,13 @@ from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import MIB, PulsarConfig
 from planner.pulsar.java_numbers import percent_usage
 from planner.pulsar.model import LoadData, LocalBrokerData
-from planner.simulator.leader import BundleAverages, BundleDataView, full_report, usage_report
+from planner.pulsar.policies import destination_refusal
+from planner.simulator.leader import BundleAverages, BundleDataView, full_report, unload_refusal, usage_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import Scenario, World, build_world
 from planner.simulator.traffic import Minute, Traffic
+from planner.simulator.violations import PolicyJudge, PolicyViolations
 
 # 2026-01-01T00:00:00Z: a fixed clock, so recently-unloaded timestamps and results are reproducible.
 EPOCH_MILLIS = 1_767_225_600_000
@@ -64,6 +73,26 @@ DEFAULT_POLICIES = (
     "offline:UniformLoadShedder",
     "offline:AvgShedderPredictive",
 )
+
+
+class ClusterPolicyMode(StrEnum):
+    """Whether this product's plans obey a scenario's cluster policies, ignore them, or both, side by side.
+    Pulsar's own leader obeys them in every mode: only this product's side changes."""
+
+    OBEY = "obey"
+    IGNORE = "ignore"
+    BOTH = "both"
+
+
+IGNORED_SUFFIX = " (cluster policies ignored)"
+
+
+def ignoring_policies(mode: ClusterPolicyMode, scenario: Scenario) -> tuple[bool, ...]:
+    """The runs of this product's side to make, by whether each ignores the cluster policies: one obeying them, one
+    ignoring them, or both (a scenario without policies: one, there is nothing to ignore)."""
+    if scenario.policies is None or mode is ClusterPolicyMode.OBEY:
+        return (False,)
+    return (True,) if mode is ClusterPolicyMode.IGNORE else (False, True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +188,11 @@ class RunResult:
     rounds: tuple[RoundRecord, ...]
     metrics: Metrics
     plans: tuple[PlanRecord, ...] = ()
+    cluster_policies_ignored: bool = False  # this product planned and executed as if the cluster had none
+
+    @property
+    def label(self) -> str:
+        return self.policy + (IGNORED_SUFFIX if self.cluster_policies_ignored else "")
 
 
 @dataclass
@@ -220,6 +254,7 @@ class Simulation:
         minutes: int,
         cadence_minutes: int,
         target_spread: float,
+        ignore_cluster_policies: bool = False,
     ) -> None:
         self.world = world
         self.policy = policy
@@ -231,6 +266,14 @@ class Simulation:
             (policy.cadence_minutes or cadence_minutes) if policy.offline else self.config.shedding_interval_minutes
         )
         self.target_spread = target_spread
+        # Pulsar's leader obeys the cluster's policies always; this product's plans and executor unless ignored
+        # (an in-broker policy has no plans: ignoring changes nothing there).
+        self.cluster_policies = world.policies
+        self.plan_policies = None if ignore_cluster_policies and policy.offline else world.policies
+        self.judge = (
+            None if world.policies is None else PolicyJudge(world.policies, self.config.failure_domains_enabled)
+        )
+        self.forbidden_moves = self.refused_moves = 0
         brokers, bundles = world.brokers, world.bundles
         self.ids = brokers.ids
         self.names = bundles.names
@@ -297,7 +340,16 @@ class Simulation:
 
     # --- moves ----------------------------------------------------------------------------------
 
+    def _up(self) -> tuple[str, ...]:
+        return tuple(self.ids[b] for b in np.flatnonzero(self.alive).tolist())
+
+    def _owners(self) -> dict[str, str]:
+        """Every owned bundle's broker, now."""
+        return {self.names[row]: self.ids[b] for row, b in enumerate(self.owner.tolist()) if b >= 0}
+
     def _move(self, row: int, destination: int, minute: int, forced: bool) -> None:
+        if self.judge is not None and self.judge.forbids(self.names[row], self.ids[destination], self._up()):
+            self.forbidden_moves += 1
         source = int(self.owner[row])
         if source < 0:
             source = self.orphaned_from.pop(row, -1)
@@ -325,7 +377,9 @@ class Simulation:
             return
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         for row in orphans:
-            chosen = select_broker(self.names[row], view, self.config, self.memory.session)
+            chosen = select_broker(
+                self.names[row], view, self.config, self.memory.session, policies=self.cluster_policies
+            )
             if chosen is not None:
                 self._move(row, index[chosen], minute, forced=True)
 
@@ -556,6 +610,7 @@ class Simulation:
             prediction_error=self._prediction_error(),
             empty_plans=self.empty_plans if self.policy.offline else None,
             balanced_plans=self.balanced_plans if self.policy.offline else None,
+            policy_violations=self.policy_violations(),
         )
         return RunResult(
             scenario=scenario.name,
@@ -569,6 +624,7 @@ class Simulation:
             rounds=tuple(self.rounds),
             metrics=metrics,
             plans=tuple(self.plans),
+            cluster_policies_ignored=self.plan_policies is None and self.cluster_policies is not None,
         )
 
     # --- policies -------------------------------------------------------------------------------
@@ -591,8 +647,13 @@ class Simulation:
             session.remember(planned)
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         sources, destinations = [], []
+        policies = self.cluster_policies
         for unload in outcome.unloads:
-            destination = select_broker(unload.bundle, view, self.config, session, preallocate=False)
+            if policies is not None and unload_refusal(
+                unload.bundle, unload.broker, view, session, self.config, policies
+            ):
+                continue
+            destination = select_broker(unload.bundle, view, self.config, session, preallocate=False, policies=policies)
             if destination is None or destination == unload.broker:
                 continue  # Pulsar skips an unload whose destination is its source
             row = self.averages.index[unload.bundle]
@@ -628,6 +689,7 @@ class Simulation:
             include_splits=False,
             seed=self.seed * 100_003 + minute,
             usage_models=self._usage_models(),
+            policies=self.plan_policies,
         )
         self.offline_state = plan.state_after
         if not plan.actions:
@@ -637,6 +699,7 @@ class Simulation:
         self.offline_recent = {b: at for b, at in self.offline_recent.items() if now_millis - at <= grace}
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
         sources, destinations = [], []
+        owners = self._owners() if self.plan_policies is not None else {}
         for action in plan.actions:
             if action.kind is not ActionKind.UNLOAD or action.destination is None:
                 continue
@@ -645,6 +708,8 @@ class Simulation:
             owner = int(self.owner[row])
             # The executor's preconditions: still owned by the planned source, destination still active.
             if target is None or not self.alive[target] or owner < 0 or self.ids[owner] != action.source:
+                continue
+            if self.refuses(action.bundle, action.destination, owners):
                 continue
             self._move(row, target, minute, forced=False)
             self.offline_recent[action.bundle] = now_millis
@@ -660,6 +725,32 @@ class Simulation:
                     predicted_moves=plan.predicted_moves,
                 )
             )
+
+    def refuses(self, bundle: str, destination: str, owners: dict[str, str]) -> bool:
+        """The executor's check of a destination against the policies in force (none when this product ignores
+        them); `owners` follows the moves it lets through."""
+        if self.plan_policies is None:
+            return False
+        refusal = destination_refusal(
+            bundle, destination, self.plan_policies, owners, brokers=self._up(), config=self.plan_config
+        )
+        if refusal is not None:
+            self.refused_moves += 1
+            return True
+        owners[bundle] = destination
+        return False
+
+    def policy_violations(self) -> PolicyViolations | None:
+        """What the run left against the cluster's policies (None: the scenario declares none)."""
+        if self.judge is None:
+            return None
+        owners, up = self._owners(), self._up()
+        return PolicyViolations(
+            isolation=self.judge.isolation_violations(owners, up),
+            anti_affinity=self.judge.anti_affinity_violations(owners, up),
+            forbidden_moves=self.forbidden_moves,
+            refused_moves=self.refused_moves,
+        )
 
 
 def _percent_change(old: float, new: float) -> float:
@@ -684,8 +775,10 @@ def simulate(
     cadence_minutes: int | None = None,
     target_spread: float | None = None,
     overrides: Mapping[str, Any] | None = None,
+    ignore_cluster_policies: bool = False,
 ) -> RunResult:
-    """Run one policy on one scenario; deterministic for a seed."""
+    """Run one policy on one scenario; deterministic for a seed. `ignore_cluster_policies`: this product plans and
+    executes as if the cluster declared no policies (Pulsar's leader still obeys them)."""
     parsed = parse_policy(policy) if isinstance(policy, str) else policy
     length = minutes or scenario.minutes
     if length < 1:
@@ -699,5 +792,6 @@ def simulate(
         minutes=length,
         cadence_minutes=cadence_minutes or scenario.offline_cadence_minutes,
         target_spread=target_spread or scenario.target_spread,
+        ignore_cluster_policies=ignore_cluster_policies,
     )
     return simulation.run()

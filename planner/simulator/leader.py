@@ -9,6 +9,9 @@ This lag is the reason in-broker shedding misjudges moves, so the simulator keep
 The averages of thousands of bundles are updated on every report event, so they live in numpy arrays
 with the same arithmetic as `planner.samples.time_average` (tests check they agree bit for bit), and the
 strategies get them through read-only mappings that build `BundleData` records only when asked.
+
+With the cluster's policies, the leader also checks each unload its shedder chose before it places it
+(`doLoadShedding`): `unload_refusal`.
 """
 
 from __future__ import annotations
@@ -17,18 +20,24 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from planner.pulsar.config import MODULAR_LOAD_MANAGER
+from planner.plan.placement.pipeline import allowed_brokers, excluded_namespaces, owned_namespaces
+from planner.plan.placement.strategy import PlacementSession
+from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.config import MODULAR_LOAD_MANAGER, PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.model import (
     DEFAULT_MESSAGE_RATE,
     DEFAULT_MESSAGE_THROUGHPUT,
     NUM_LONG_SAMPLES,
     NUM_SHORT_SAMPLES,
     BundleData,
+    LoadData,
     LocalBrokerData,
     NamespaceBundleStats,
     ResourceUsage,
     TimeAverageMessageData,
 )
+from planner.pulsar.policies import should_anti_affinity_namespace_unload
 from planner.simulator.traffic import RATE_IN, RATE_OUT, THROUGHPUT_IN, THROUGHPUT_OUT
 
 _DEFAULTS = np.array(
@@ -242,3 +251,32 @@ class BundleDataView(Mapping[str, BundleData]):
 
     def __len__(self) -> int:
         return int(self._averages.present.sum())
+
+
+# --- doLoadShedding's checks of each unload ---------------------------------------------------------
+
+
+def unload_refusal(
+    bundle: str,
+    broker: str,
+    view: LoadData,
+    session: PlacementSession,
+    config: PulsarConfig,
+    policies: ClusterPolicies,
+) -> str | None:
+    """Why the leader leaves `bundle` on `broker` although its shedder chose it, or None to place it
+    (`ModularLoadManagerImpl.doLoadShedding`, the same in 3.0.7, 3.3.6, 4.0.8 and 4.2.4): its namespace is in
+    `loadBalancerSheddingExcludedNamespaces` (4.1 on); `shouldNamespacePoliciesUnload`: no other broker may own it;
+    `shouldAntiAffinityNamespaceUnload`: every broker it may go to holds as many namespaces of its anti-affinity
+    group as its owner, so the unload would come back. The rules are `planner.pulsar.policies`'s, on what the
+    leader sees: the written reports and the bundles it preallocated."""
+    namespace = namespace_of(bundle)
+    if namespace in excluded_namespaces(config):
+        return f"{namespace} is in loadBalancerSheddingExcludedNamespaces"
+    candidates = allowed_brokers(view, namespace, policies, config.pulsar_version)
+    if not set(candidates) - {broker}:
+        return f"no broker but {broker} may own {namespace} (shouldNamespacePoliciesUnload)"
+    owned = owned_namespaces(view, session)
+    if not should_anti_affinity_namespace_unload(namespace, broker, candidates, policies, owned):
+        return f"every broker {namespace} may go to holds as many of its anti-affinity group as {broker}"
+    return None

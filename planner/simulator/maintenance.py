@@ -10,7 +10,9 @@
   shedding off.
 
 Both sides run the same scenario, traffic and seed; the figures are those of `planner.simulator.metrics` plus the
-peak number of bundles moved in one minute and, for a drain, the minutes until the broker is empty.
+peak number of bundles moved in one minute and, for a drain, the minutes until the broker is empty. A scenario with
+cluster policies has them obeyed by the maintenance plan and its executor, and can run once more with this
+product ignoring them (`ClusterPolicyMode`); its runs then count what was left against them.
 """
 
 from __future__ import annotations
@@ -26,8 +28,18 @@ import numpy as np
 from planner.errors import InputError
 from planner.plan.document import PlannedAction
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest, maintenance_plan
-from planner.simulator.engine import RunResult, Simulation, base_config, parse_policy, simulate
+from planner.simulator.engine import (
+    IGNORED_SUFFIX,
+    ClusterPolicyMode,
+    RunResult,
+    Simulation,
+    base_config,
+    ignoring_policies,
+    parse_policy,
+    simulate,
+)
 from planner.simulator.scenario import BrokerEvent, Scenario, World, build_world
+from planner.simulator.violations import PolicyViolations
 
 DEFAULT_PACE = 6  # unloads a minute
 MAINTENANCE_SCENARIOS = {"drain": "drain-1-of-10", "fill": "fill-10-to-12"}  # the shipped scenarios for each
@@ -46,9 +58,10 @@ class MaintenanceRun:
     peak_score: float  # the highest live broker score from the start of the maintenance on
     over_placement: int
     final_spread: float
+    policy_violations: PolicyViolations | None = None  # scenarios with cluster policies only
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "label": self.label,
             "moves": self.moves,
             "peakMovesPerMinute": self.peak_moves_per_minute,
@@ -58,6 +71,13 @@ class MaintenanceRun:
             "overPlacement": self.over_placement,
             "finalSpread": round(self.final_spread, 1),
         }
+        violations = self.policy_violations
+        if violations is not None:
+            document["isolationViolations"] = violations.isolation
+            document["antiAffinityViolations"] = violations.anti_affinity
+            document["forbiddenMoves"] = violations.forbidden_moves
+            document["refusedMoves"] = violations.refused_moves
+        return document
 
 
 class _MaintenanceSimulation(Simulation):
@@ -78,16 +98,23 @@ class _MaintenanceSimulation(Simulation):
     def _act(self, minute: int, now_millis: int, live: Mapping[int, Any]) -> None:
         if minute == self.start:
             plan = maintenance_plan(
-                "simulated", self._snapshot(live), self.plan_config, self.request, self._usage_models()
+                "simulated",
+                self._snapshot(live),
+                self.plan_config,
+                self.request,
+                self._usage_models(),
+                policies=self.plan_policies,
             )
             self.queue = list(plan.actions)
         if minute < self.start:
             return
         index = {broker_id: b for b, broker_id in enumerate(self.ids)}
+        owners = self._owners() if self.plan_policies is not None else {}
         for action in self.queue[: self.pace]:
             row, target = self.averages.index[action.bundle], index[action.destination or ""]
             owner = int(self.owner[row])
-            if owner >= 0 and self.ids[owner] == action.source and self.alive[target]:
+            preconditions = owner >= 0 and self.ids[owner] == action.source and self.alive[target]
+            if preconditions and not self.refuses(action.bundle, self.ids[target], owners):
                 self._move(row, target, minute, forced=False)
         self.queue = self.queue[self.pace :]
         if self.request.mode is MaintenanceMode.DRAIN and not self.queue and self.emptied_at is None:
@@ -109,10 +136,17 @@ def _run(result: RunResult, label: str, start: int, minutes_to_empty: int | None
         peak_score=float(np.nanmax(result.scores[start:])),
         over_placement=result.metrics.over_placement,
         final_spread=result.metrics.final_spread,
+        policy_violations=result.metrics.policy_violations,
     )
 
 
-def compare_drain(scenario: Scenario, *, seed: int = 1, pace: int = DEFAULT_PACE) -> list[MaintenanceRun]:
+def compare_drain(
+    scenario: Scenario,
+    *,
+    seed: int = 1,
+    pace: int = DEFAULT_PACE,
+    cluster_policies: ClusterPolicyMode = ClusterPolicyMode.OBEY,
+) -> list[MaintenanceRun]:
     """The scenario's first `loss` event as Pulsar's shutdown, against this product's paced drain of the same
     brokers from the same minute."""
     world = build_world(scenario, seed)
@@ -125,23 +159,32 @@ def compare_drain(scenario: Scenario, *, seed: int = 1, pace: int = DEFAULT_PACE
     runs = [_run(shutdown, f"Pulsar shutdown ({DRAIN_BASELINE} running)", start, 1)]
     ours_world = dataclasses.replace(world, events=tuple(e for e in world.events if e not in losses))
     request = MaintenanceRequest(MaintenanceMode.DRAIN, tuple(world.brokers.ids[b] for b in drained))
-    simulation = _MaintenanceSimulation(
-        ours_world,
-        scenario,
-        request,
-        start,
-        pace,
-        seed=seed,
-        minutes=scenario.minutes,
-        target_spread=scenario.target_spread,
-    )
-    result = simulation.run()
-    emptied = None if simulation.emptied_at is None else simulation.emptied_at - start + 1
-    runs.append(_run(result, f"drain, {pace} unloads/min", start, emptied))
+    for ignored in ignoring_policies(cluster_policies, scenario):
+        simulation = _MaintenanceSimulation(
+            ours_world,
+            scenario,
+            request,
+            start,
+            pace,
+            seed=seed,
+            minutes=scenario.minutes,
+            target_spread=scenario.target_spread,
+            ignore_cluster_policies=ignored,
+        )
+        result = simulation.run()
+        emptied = None if simulation.emptied_at is None else simulation.emptied_at - start + 1
+        label = f"drain, {pace} unloads/min" + (IGNORED_SUFFIX if ignored else "")
+        runs.append(_run(result, label, start, emptied))
     return runs
 
 
-def compare_fill(scenario: Scenario, *, seed: int = 1, pace: int = DEFAULT_PACE) -> list[MaintenanceRun]:
+def compare_fill(
+    scenario: Scenario,
+    *,
+    seed: int = 1,
+    pace: int = DEFAULT_PACE,
+    cluster_policies: ClusterPolicyMode = ClusterPolicyMode.OBEY,
+) -> list[MaintenanceRun]:
     """Pulsar's in-broker shedders after brokers join, against one fill plan the minute after they joined."""
     world = build_world(scenario, seed)
     joined = [b for b, minute in enumerate(world.brokers.join_at) if minute > 0]
@@ -150,8 +193,18 @@ def compare_fill(scenario: Scenario, *, seed: int = 1, pace: int = DEFAULT_PACE)
     start = int(max(world.brokers.join_at)) + 1
     runs = [_run(simulate(scenario, policy, seed=seed), f"Pulsar {policy}", start, None) for policy in FILL_BASELINES]
     request = MaintenanceRequest(MaintenanceMode.FILL, tuple(world.brokers.ids[b] for b in joined))
-    simulation = _MaintenanceSimulation(
-        world, scenario, request, start, pace, seed=seed, minutes=scenario.minutes, target_spread=scenario.target_spread
-    )
-    runs.append(_run(simulation.run(), f"fill, {pace} unloads/min", start, None))
+    for ignored in ignoring_policies(cluster_policies, scenario):
+        simulation = _MaintenanceSimulation(
+            world,
+            scenario,
+            request,
+            start,
+            pace,
+            seed=seed,
+            minutes=scenario.minutes,
+            target_spread=scenario.target_spread,
+            ignore_cluster_policies=ignored,
+        )
+        label = f"fill, {pace} unloads/min" + (IGNORED_SUFFIX if ignored else "")
+        runs.append(_run(simulation.run(), label, start, None))
     return runs

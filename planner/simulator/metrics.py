@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from planner.simulator.violations import PolicyViolations
+
 
 @dataclass(frozen=True, slots=True)
 class MoveRecord:
@@ -70,9 +72,11 @@ class Metrics:
     # cluster within its thresholds (the others wait for a gap's consecutive hits).
     empty_plans: int | None = None
     balanced_plans: int | None = None
+    # Scenarios that declare cluster policies only (`planner.simulator.violations`).
+    policy_violations: PolicyViolations | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        document = {
             "minutesToBalance": self.minutes_to_balance,
             "plansToBalance": self.plans_to_balance,
             "moves": self.moves,
@@ -93,6 +97,13 @@ class Metrics:
             "emptyPlans": self.empty_plans,
             "balancedPlans": self.balanced_plans,
         }
+        violations = self.policy_violations
+        if violations is not None:
+            document["isolationViolations"] = violations.isolation
+            document["antiAffinityViolations"] = violations.anti_affinity
+            document["forbiddenMoves"] = violations.forbidden_moves
+            document["refusedMoves"] = violations.refused_moves
+        return document
 
 
 def spreads(scores: np.ndarray) -> np.ndarray:
@@ -117,6 +128,7 @@ def compute_metrics(
     prediction_error: float | None = None,
     empty_plans: int | None = None,
     balanced_plans: int | None = None,
+    policy_violations: PolicyViolations | None = None,
 ) -> Metrics:
     """`scores[t]` is the live score of each broker at minute t (NaN while down); row t + 1 is what a
     round at minute t ended with."""
@@ -165,4 +177,5 @@ def compute_metrics(
         prediction_error=prediction_error,
         empty_plans=empty_plans,
         balanced_plans=balanced_plans,
+        policy_violations=policy_violations,
     )

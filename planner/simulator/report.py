@@ -15,14 +15,15 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
-from planner.simulator.engine import RunResult, simulate
+from planner.simulator.engine import ClusterPolicyMode, RunResult, ignoring_policies, parse_policy, simulate
 from planner.simulator.maintenance import MaintenanceRun
 from planner.simulator.scenario import Scenario
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Every policy run on one scenario with the same seed and traffic."""
+    """Every policy run on one scenario with the same seed and traffic; with cluster policies compared, each
+    offline policy's run ignoring them right after the one obeying them."""
 
     scenario: Scenario
     seed: int
@@ -40,18 +41,23 @@ def compare(
     cadence_minutes: int | None = None,
     target_spread: float | None = None,
     overrides: dict[str, Any] | None = None,
+    cluster_policies: ClusterPolicyMode = ClusterPolicyMode.OBEY,
 ) -> Comparison:
+    """`cluster_policies`: whether this product's plans obey the scenario's cluster policies, ignore them, or both;
+    Pulsar's in-broker shedders obey them always, so they run once."""
     runs = tuple(
         simulate(
             scenario,
-            policy,
+            parsed,
             seed=seed,
             minutes=minutes,
             cadence_minutes=cadence_minutes,
             target_spread=target_spread,
             overrides=overrides,
+            ignore_cluster_policies=ignored,
         )
-        for policy in policies
+        for parsed in map(parse_policy, policies)
+        for ignored in (ignoring_policies(cluster_policies, scenario) if parsed.offline else (False,))
     )
     return Comparison(
         scenario=scenario,
@@ -63,17 +69,24 @@ def compare(
 
 
 def to_json(comparison: Comparison) -> dict[str, Any]:
-    return {
+    """The runs by policy; those of this product ignoring the cluster policies apart, under the same names."""
+    document = {
         "scenario": comparison.scenario.name,
         "seed": comparison.seed,
         "minutes": comparison.minutes,
         "targetSpread": comparison.target_spread,
-        "policies": {run.policy: run.metrics.to_json() for run in comparison.runs},
+        "policies": {run.policy: run.metrics.to_json() for run in comparison.runs if not run.cluster_policies_ignored},
     }
+    ignored = {run.policy: run.metrics.to_json() for run in comparison.runs if run.cluster_policies_ignored}
+    if ignored:
+        document["clusterPoliciesIgnored"] = ignored
+    return document
 
 
-_COLUMNS: tuple[tuple[str, str, Callable[[RunResult], str]], ...] = (
-    ("policy", "<", lambda run: run.policy),
+Column = tuple[str, str, Callable[[RunResult], str]]
+
+_COLUMNS: tuple[Column, ...] = (
+    ("policy", "<", lambda run: run.label),
     ("min to balance", ">", lambda run: _maybe(run.metrics.minutes_to_balance)),
     ("rounds", ">", lambda run: _maybe(run.metrics.plans_to_balance)),
     ("moves", ">", lambda run: str(run.metrics.moves)),
@@ -89,6 +102,25 @@ _COLUMNS: tuple[tuple[str, str, Callable[[RunResult], str]], ...] = (
     ("prediction error", ">", lambda run: _number(run.metrics.prediction_error)),
 )
 
+# Shown for scenarios that declare cluster policies only (`planner.simulator.violations`).
+_POLICY_COLUMNS: tuple[Column, ...] = (
+    ("isolation violations", ">", lambda run: _violations(run, "isolation")),
+    ("anti-affinity violations", ">", lambda run: _violations(run, "anti_affinity")),
+    ("forbidden moves", ">", lambda run: _violations(run, "forbidden_moves")),
+    ("refused moves", ">", lambda run: _violations(run, "refused_moves")),
+)
+
+
+def _violations(run: RunResult, field: str) -> str:
+    violations = run.metrics.policy_violations
+    return "-" if violations is None else str(getattr(violations, field))
+
+
+def _columns(comparison: Comparison) -> tuple[Column, ...]:
+    if any(run.metrics.policy_violations is not None for run in comparison.runs):
+        return _COLUMNS + _POLICY_COLUMNS
+    return _COLUMNS
+
 
 def _maybe(value: int | None) -> str:
     return "never" if value is None else str(value)
@@ -101,12 +133,13 @@ def _number(value: float | None) -> str:
 
 
 def text_table(comparison: Comparison) -> str:
-    header = [name for name, _, _ in _COLUMNS]
-    rows = [[cell(run) for _, _, cell in _COLUMNS] for run in comparison.runs]
+    columns = _columns(comparison)
+    header = [name for name, _, _ in columns]
+    rows = [[cell(run) for _, _, cell in columns] for run in comparison.runs]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(f"{c:{align}{w}}" for c, (_, align, _), w in zip(cells, _COLUMNS, widths, strict=True))
+        return "  ".join(f"{c:{align}{w}}" for c, (_, align, _), w in zip(cells, columns, widths, strict=True))
 
     scenario = comparison.scenario
     title = (
@@ -117,9 +150,10 @@ def text_table(comparison: Comparison) -> str:
 
 
 def markdown_table(comparison: Comparison) -> str:
-    header = [name for name, _, _ in _COLUMNS]
-    separator = [":--" if align == "<" else "--:" for _, align, _ in _COLUMNS]
-    rows = [[cell(run) for _, _, cell in _COLUMNS] for run in comparison.runs]
+    columns = _columns(comparison)
+    header = [name for name, _, _ in columns]
+    separator = [":--" if align == "<" else "--:" for _, align, _ in columns]
+    rows = [[cell(run) for _, _, cell in columns] for run in comparison.runs]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, separator, *rows])
 
 
@@ -164,7 +198,7 @@ def plot_png(comparison: Comparison) -> bytes:
         axis.text(
             0.005,
             0.97,
-            f"{run.policy}: {metrics.moves} moves, {balanced}, final spread {metrics.final_spread:.0f}",
+            f"{run.label}: {metrics.moves} moves, {balanced}, final spread {metrics.final_spread:.0f}",
             transform=axis.transAxes,
             fontsize=7,
             va="top",
@@ -229,6 +263,17 @@ _DEFINITIONS = """\
   exhaustive search on small clusters.
 - **prediction error**: offline plans only: the largest difference between a broker's predicted score after
   a plan and its measured score the minute after the plan was executed, over all plans of the run.
+"""
+
+_POLICY_DEFINITIONS = """\
+- **isolation violations**, **anti-affinity violations**, **forbidden moves**, **refused moves** (scenarios that
+  declare cluster policies): bundles left at the end on a broker their namespace's isolation policy forbids (a
+  namespace without a policy may not use another policy's primaries); anti-affinity namespaces left sharing a
+  broker (a failure domain, with `failureDomainsEnabled`) beyond what the brokers they may use force; moves, the
+  policy's own or a lookup's, onto a broker the isolation policy forbade at that minute; planned moves the
+  executor refused because the policies in force forbade the destination. Rows marked *(cluster policies
+  ignored)* are this product's plans made and executed as if the cluster had no policies (`--cluster-policies
+  both`); Pulsar's in-broker shedders obey the policies always.
 """
 
 
@@ -304,6 +349,7 @@ def evaluation_markdown(
         "## Definitions",
         "",
         _DEFINITIONS,
+        *([_POLICY_DEFINITIONS] if any(_columns(comparison) != _COLUMNS for comparison in comparisons) else []),
         *([maintenance] if maintenance else []),
     ]
     for comparison in comparisons:
@@ -324,10 +370,16 @@ def evaluation_markdown(
     return "\n".join(parts).rstrip() + "\n"
 
 
+def _obeying(comparison: Comparison) -> list[RunResult]:
+    """The runs the summaries compare: this product's runs ignoring the cluster policies are in their scenario's
+    own table only."""
+    return [run for run in comparison.runs if not run.cluster_policies_ignored]
+
+
 def _policies(comparisons: Sequence[Comparison]) -> list[str]:
     policies: list[str] = []
     for comparison in comparisons:
-        policies += [run.policy for run in comparison.runs if run.policy not in policies]
+        policies += [run.policy for run in _obeying(comparison) if run.policy not in policies]
     return policies
 
 
@@ -340,7 +392,7 @@ def first_round_markdown(comparisons: Sequence[Comparison]) -> str:
     policies = _policies(comparisons)
     lines = _table_head(policies)
     for comparison in comparisons:
-        by_policy = {run.policy: run.metrics for run in comparison.runs}
+        by_policy = {run.policy: run.metrics for run in _obeying(comparison)}
         if all(metrics.moves_lower_bound is None for metrics in by_policy.values()):
             continue
         cells = []
@@ -363,7 +415,7 @@ def summary_markdown(comparisons: Sequence[Comparison]) -> str:
     policies = _policies(comparisons)
     lines = _table_head(policies)
     for comparison in comparisons:
-        by_policy = {run.policy: run.metrics for run in comparison.runs}
+        by_policy = {run.policy: run.metrics for run in _obeying(comparison)}
         cells = []
         for policy in policies:
             metrics = by_policy.get(policy)
