@@ -179,16 +179,16 @@ class _Policies:
         )
         if refused is not None:
             return refused
-        if not [b for b in self.candidates(namespace) if b not in leaving]:
-            found = isolation_policy(namespace, self.policies)
-            return (
-                f"isolation policy {found[0]} allows no broker that stays"
-                if found is not None
-                else "no broker that stays is shared (primary in no isolation policy) and loads persistent topics"
-            )
         kept = self.destinations(bundle, leaving)
         group = anti_affinity_group(namespace, self.policies)
         return f"{broker} holds more of anti-affinity group {group} than {', '.join(kept)}"
+
+    def why_stays(self, bundle: str, leaving: Collection[str]) -> str:
+        """Why no broker but `leaving` may take `bundle` (naming the policy), for the plan's notes."""
+        found = isolation_policy(namespace_of(bundle), self.policies)
+        if found is not None:
+            return f"its isolation policy {found[0]} allows no broker that stays"
+        return "no broker that stays is shared (primary in no isolation policy) and loads persistent topics"
 
     def move(self, bundle: str, destination: str) -> None:
         self.owners[bundle] = destination
@@ -288,7 +288,7 @@ def drain_plan(
             unbound = min(options)[-1]
             options = [option for option in options if option[-1] in allowed]
             if not options:
-                policy_notes.append(f"{bundle}: stays on {source}: {guard.why_not(bundle, unbound, draining)}")
+                policy_notes.append(f"{bundle}: stays on {source}: {guard.why_stays(bundle, draining)}")
                 continue
         too_high, _, _, score, destination = min(options)
         if guard is not None:

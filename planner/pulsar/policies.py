@@ -453,6 +453,31 @@ def newest_release_brokers(candidates: Sequence[str], versions: Mapping[str, str
 # --- one destination -----------------------------------------------------------------------------
 
 
+def group_counts(
+    namespace: str, policies: ClusterPolicies, owners: Mapping[str, str], config: PulsarConfig
+) -> dict[str, int] | None:
+    """The anti-affinity count of the configured load manager over `owners` (bundle -> broker): per broker, the
+    namespaces of `namespace`'s group it owns bundles of (modular), or its bundles of them (extensible). None when
+    `namespace` has no group."""
+    if config.extensible:
+        return anti_affinity_bundle_counts(namespace, policies, owners)
+    return anti_affinity_counts(namespace, policies, owned_namespaces(owners))
+
+
+def spread_destinations(
+    source: str | None,
+    candidates: Sequence[str],
+    counts: Mapping[str, int] | None,
+    policies: ClusterPolicies,
+    config: PulsarConfig,
+) -> list[str]:
+    """The destinations that keep an anti-affinity group spread: what Pulsar's anti-affinity filter (with the failure
+    domains when `failureDomainsEnabled`) keeps of the bundle's `candidates` other than `source`, its current
+    owner, which the move takes it off. `counts`: the group's (None: no group, every other candidate)."""
+    others = [broker for broker in candidates if broker != source]
+    return keep_fewest(others, counts, broker_domains(policies, config.failure_domains_enabled))
+
+
 def destination_refusal(
     bundle: str,
     destination: str,
@@ -466,14 +491,13 @@ def destination_refusal(
 
     Refused: a destination the namespace isolation policies leave out (`applyNamespacePolicies` over `brokers`, the
     available brokers; the executor's drain fence is such a policy); and, when `owners` (bundle -> broker, the
-    ownership now) is given and the namespace has an anti-affinity group, a destination Pulsar's anti-affinity filter
-    (with the failure domains when `failureDomainsEnabled`) would not keep among the bundle's other candidates: those
-    the isolation policies allow but its current owner, which the move takes it off. The modular load manager counts
-    each broker's namespaces of the group, the extensible one its bundles of them (`config.extensible`).
+    ownership now) is given and the namespace has an anti-affinity group, a destination outside
+    `spread_destinations`: Pulsar's anti-affinity filter would not keep it among the bundle's other candidates. The
+    modular load manager counts each broker's namespaces of the group, the extensible one its bundles of them.
 
     `brokers`: without it, the brokers `owners` names and `destination` (a broker owning nothing then goes
     uncounted, which only matters for an auto-failover count). `config`: the release (broker-id matching from 5.0),
-    `failureDomainsEnabled` and the load manager; default: Pulsar's defaults."""
+    `failureDomainsEnabled` and the load manager class; default: Pulsar's defaults."""
     config = config or _DEFAULTS
     version = config.pulsar_version
     namespace = namespace_of(bundle)
@@ -484,23 +508,15 @@ def destination_refusal(
     if refused is not None:
         return refused
     group = anti_affinity_group(namespace, policies)
-    if owners is None or group is None:
+    if owners is None or group is None or owners.get(bundle) == destination:
         return None
-    source = owners.get(bundle)
-    if destination == source:
-        return None  # no move
-    others = [b for b in isolation_candidates(namespace, available, policies, version=version) if b != source]
-    counts = (
-        anti_affinity_bundle_counts(namespace, policies, owners)
-        if config.extensible
-        else anti_affinity_counts(namespace, policies, owned_namespaces(owners))
-    )
-    kept = keep_fewest(others, counts, broker_domains(policies, config.failure_domains_enabled))
+    counts = group_counts(namespace, policies, owners, config)
+    candidates = isolation_candidates(namespace, available, policies, version=version)
+    kept = spread_destinations(owners.get(bundle), candidates, counts, policies, config)
     if destination in kept:
         return None
-    held = (counts or {}).get(destination, 0)
     unit = "bundles" if config.extensible else "namespaces"
     return (
-        f"anti-affinity group {group} of {namespace}: {destination} holds {held} {unit} of it, and Pulsar would place "
-        f"the bundle on {', '.join(kept)} instead"
+        f"anti-affinity group {group} of {namespace}: {destination} holds {(counts or {}).get(destination, 0)} {unit} "
+        f"of it, and Pulsar would place the bundle on {', '.join(kept)} instead"
     )
