@@ -471,11 +471,15 @@ def spread_destinations(
     policies: ClusterPolicies,
     config: PulsarConfig,
 ) -> list[str]:
-    """The destinations that keep an anti-affinity group spread: what Pulsar's anti-affinity filter (with the failure
-    domains when `failureDomainsEnabled`) keeps of the bundle's `candidates` other than `source`, its current
-    owner, which the move takes it off. `counts`: the group's (None: no group, every other candidate)."""
-    others = [broker for broker in candidates if broker != source]
-    return keep_fewest(others, counts, broker_domains(policies, config.failure_domains_enabled))
+    """The destinations that keep an anti-affinity group spread, in `candidates` order: those Pulsar's anti-affinity
+    filter (with the failure domains when `failureDomainsEnabled`) keeps of the bundle's `candidates`, either with
+    `source`, its current owner, among them (as a shedding cycle's `selectBroker` sees it) or without (as once the
+    move took it off, or a drain emptied it); never `source`. `counts`: the group's (None: no group)."""
+    domains = broker_domains(policies, config.failure_domains_enabled)
+    kept = set(keep_fewest([broker for broker in candidates if broker != source], counts, domains))
+    if source in candidates:
+        kept.update(keep_fewest(candidates, counts, domains))
+    return [broker for broker in candidates if broker in kept and broker != source]
 
 
 def destination_refusal(
@@ -492,8 +496,9 @@ def destination_refusal(
     Refused: a destination the namespace isolation policies leave out (`applyNamespacePolicies` over `brokers`, the
     available brokers; the executor's drain fence is such a policy); and, when `owners` (bundle -> broker, the
     ownership now) is given and the namespace has an anti-affinity group, a destination outside
-    `spread_destinations`: Pulsar's anti-affinity filter would not keep it among the bundle's other candidates. The
-    modular load manager counts each broker's namespaces of the group, the extensible one its bundles of them.
+    `spread_destinations`: Pulsar's anti-affinity filter would keep it neither with the bundle's owner among its
+    candidates nor without. The modular load manager counts each broker's namespaces of the group, the extensible one
+    its bundles of them.
 
     `brokers`: without it, the brokers `owners` names and `destination` (a broker owning nothing then goes
     uncounted, which only matters for an auto-failover count). `config`: the release (broker-id matching from 5.0),

@@ -374,3 +374,23 @@ def test_the_extensible_load_manager_counts_bundles_not_namespaces():
     # Namespaces: y and z hold one each, so either takes it; bundles: y holds two, z one.
     assert destination_refusal("geo/a/0x0_0x1", "y:1", policies, owners) is None
     assert "y:1 holds 2 bundles" in destination_refusal("geo/a/0x0_0x1", "y:1", policies, owners, config=extensible)
+
+
+def test_what_pulsars_own_pipeline_picks_for_a_shedding_unload_passes_the_check():
+    # Zone z1 holds the owner a (two namespaces of the group) and b (none); z2 holds c (one). Pulsar's shedding cycle
+    # counts the owner: z1 holds 2, z2 1, so it places on c. Leaving a out, z1 holds 0 and b would be kept: both pass.
+    policies = ClusterPolicies(
+        anti_affinity_groups={"geo/a": "g", "geo/b": "g", "geo/c": "g"},
+        failure_domains={
+            "z1": FailureDomain(brokers=frozenset({"a:1", "b:1"})),
+            "z2": FailureDomain(brokers=frozenset({"c:1"})),
+        },
+    )
+    owners = {"geo/a/0x0_0x1": "a:1", "geo/b/0x0_0x1": "a:1", "geo/c/0x0_0x1": "c:1", "plain/x/0x0_0x1": "b:1"}
+    enabled = PulsarConfig.from_settings({"failureDomainsEnabled": "true"})
+    kept = filter_anti_affinity(
+        "geo/a", ["a:1", "b:1", "c:1"], policies, owned_namespaces(owners), failure_domains_enabled=True
+    )
+    assert kept == ["c:1"]
+    assert destination_refusal("geo/a/0x0_0x1", "c:1", policies, owners, config=enabled) is None
+    assert destination_refusal("geo/a/0x0_0x1", "b:1", policies, owners, config=enabled) is None
