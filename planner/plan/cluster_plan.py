@@ -43,8 +43,12 @@ def plan_cluster(
     """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same."""
     load_data = load.load_data
     config = PulsarConfig.from_settings(inputs.settings, source=f"settings of {cluster}")
+    # The policies the latest snapshot read (None: it read none); placement, shedding and maintenance follow them.
+    policies = inputs.declarations.policies if inputs.declarations is not None else None
     if inputs.maintenance is not None:
-        return maintenance_plan(cluster, load_data, config, inputs.maintenance, usage_models, inputs.owned_bundles)
+        return maintenance_plan(
+            cluster, load_data, config, inputs.maintenance, usage_models, inputs.owned_bundles, policies=policies
+        )
     if inputs.load_manager:  # what the brokers run, as the latest snapshot found
         config = config.with_settings({"loadManagerClassName": inputs.load_manager}, source=f"settings of {cluster}")
     if not config.extensible:
@@ -59,9 +63,8 @@ def plan_cluster(
             namespace_bundle_counts=inputs.namespace_bundle_counts,
             seed=load.snapshot or 0,
             usage_models=usage_models,
+            policies=policies,
         )
-    # The policies the latest snapshot read (None: it read none); TransferShedder and the placement follow them.
-    policies = inputs.declarations.policies if inputs.declarations is not None else None
     throughput_ema = {
         broker: moving_average((value for _, value in sorted(series)), config.history_resource_percentage)
         for broker, series in load.throughput_history.items()

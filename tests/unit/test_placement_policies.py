@@ -10,12 +10,20 @@ import random
 
 import pytest
 
+from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.maintenance import MaintenanceMode, MaintenanceRequest, drain_plan, fill_plan, maintenance_plan
 from planner.plan.placement.pipeline import allowed_brokers, select_broker
 from planner.plan.placement.strategy import PlacementSession
 from planner.plan.planning import make_plan
+from planner.plan.request import ClusterInputs
 from planner.pulsar.config import PulsarConfig
-from planner.pulsar.declarations import AutoFailoverPolicy, ClusterPolicies, FailureDomain, NamespaceIsolationPolicy
+from planner.pulsar.declarations import (
+    AutoFailoverPolicy,
+    ClusterDeclarations,
+    ClusterPolicies,
+    FailureDomain,
+    NamespaceIsolationPolicy,
+)
 from planner.pulsar.policies import destination_refusal
 from tests.builders import broker, bundle, bundle_data, load_data
 
@@ -278,3 +286,18 @@ def test_a_fill_lifts_its_targets_fence_and_takes_only_bundles_the_policies_allo
     assert plan.actions and all(action.bundle.startswith("tenant/ns/") for action in plan.actions)
     assert all(action.destination == "n:8080" for action in plan.actions)
     assert any("not moved to n:8080: isolation policy secure" in note for note in plan.notes)
+
+
+def test_the_jobs_cluster_plan_hands_the_policies_the_snapshot_read_to_shedding_and_maintenance():
+    def plan(data, inputs: ClusterInputs, strategy: str = "UniformLoadShedder"):
+        return plan_cluster("c", ClusterLoad(data, 1, {}, {}), inputs, strategy, now_millis=0, usage_models=None)
+
+    settings = {"minUnloadMessage": "0", "maxUnloadPercentage": "0.5"}
+    read = ClusterDeclarations(policies=SECURE)
+    assert moves(plan(hot_secure(), ClusterInputs(settings=settings)))[0][2] == "c:8080"
+    assert moves(plan(hot_secure(), ClusterInputs(settings=settings, declarations=read)))[0][2] == "b:8080"
+    drain = {"mode": "drain", "brokers": ["d:8080"]}
+    fenced = ClusterDeclarations(policies=ClusterPolicies(isolation=fence("f")))
+    assert "f:8080" in {a.destination for a in plan(spread_cluster(), ClusterInputs(maintenance=drain)).actions}
+    drained = plan(spread_cluster(), ClusterInputs(maintenance=drain, declarations=fenced))
+    assert {action.destination for action in drained.actions} == {"e:8080"}
