@@ -16,6 +16,7 @@ from planner.arguments import bounded_int
 from planner.cli.common import ArgumentParser, print_json, run_command
 from planner.errors import InputError
 from planner.maven import MavenError
+from planner.pulsar.config import parse_assignments
 
 PORT = bounded_int(1, 65535)
 # The local cluster puts broker i on 127.0.0.(i + 1).
@@ -29,7 +30,11 @@ def command_local_cluster(args: argparse.Namespace) -> None:
         if args.action == "start":
             settings = local_cluster.settings_from_env()
             settings = dataclasses.replace(
-                settings, auth=args.auth, load_manager=args.load_manager or settings.load_manager
+                settings,
+                auth=args.auth,
+                load_manager=args.load_manager or settings.load_manager,
+                pulsar_version=local_cluster.check_release(args.pulsar_version or settings.pulsar_version),
+                broker_settings=local_cluster.broker_setting_overrides(parse_assignments(args.set)),
             )
             print_json(local_cluster.start(brokers=args.brokers, settings=settings))
         elif args.action == "status":
@@ -74,6 +79,20 @@ def build_parser() -> ArgumentParser:
         "--load-manager",
         choices=["modular", "extensible"],
         help="with start: the brokers' load manager, ModularLoadManagerImpl (default) or the extensible one (PIP-192)",
+    )
+    cluster.add_argument(
+        "--pulsar-version",
+        metavar="X.Y.Z",
+        help="with start: the Pulsar release the brokers run, any 3.x or 4.x on Maven Central (default "
+        "$PULSAR_REBALANCE_PULSAR_VERSION or 4.2.4); give another release its own PULSAR_REBALANCE_HOME and ports",
+    )
+    cluster.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with start: a broker.conf key for every broker, over the shared settings (repeatable), e.g. "
+        "loadBalancerSheddingEnabled=true or failureDomainsEnabled=true",
     )
     cluster.set_defaults(handler=command_local_cluster)
 

@@ -11,14 +11,20 @@ reports on but Pulsar's own shedding and auto-split off, so that only the planne
 Processes outlive the Python process that started them; their PIDs live in a state file, so
 `status()`/`stop()` work from any later process.
 
+A cluster can run another release (`pulsar_version`, any 3.x or 4.x on Maven Central; Java 17 runs both) and
+broker.conf keys of its own over the shared ones (`broker_settings`: thresholds, weights, Pulsar's own shedding,
+failure domains). The state file records both; `start` refuses to hand back a running cluster of another release or
+other settings, and refuses data another release wrote: such a cluster lives under its own home and ports.
+
 Public functions: `start`, `status`, `stop`, `wipe`; helpers `ensure_distribution`, `distribution_route`,
-`settings_from_env`.
+`settings_from_env`, `broker_setting_overrides`.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -69,6 +75,22 @@ AUTH_MODES = ("none", "token")
 ENV_LOAD_MANAGER = f"{ENV_PREFIX}LOCAL_LOAD_MANAGER"
 LOAD_MANAGERS = ("modular", "extensible")
 SUPERUSER_ROLE = "admin"
+# What each broker of the cluster must have of its own (names, addresses, ports, its metadata store): an override
+# of these would break the cluster rather than configure it.
+PER_BROKER_KEYS = frozenset(
+    {
+        "clusterName",
+        "metadataStoreUrl",
+        "configurationMetadataStoreUrl",
+        "bindAddress",
+        "advertisedAddress",
+        "webServicePort",
+        "brokerServicePort",
+    }
+)
+_BROKER_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
+# A release as Maven Central names it: major.minor.patch (a line such as "3.3" names no distribution).
+_RELEASE = re.compile(r"\d+\.\d+\.\d+")
 
 HOST = "127.0.0.1"
 _STOP_TIMEOUT_SECONDS = 30.0
@@ -140,6 +162,8 @@ class LocalClusterSettings:
     auth: str = "none"
     # "extensible": the brokers run the extensible load manager (PIP-192) instead of ModularLoadManagerImpl.
     load_manager: str = "modular"
+    # broker.conf keys over the shared settings, in every broker's file (`broker_setting_overrides` checks them).
+    broker_settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def cluster_dir(self) -> Path:
@@ -200,6 +224,26 @@ def settings_from_env() -> LocalClusterSettings:
         auth=dev.local_auth,
         load_manager=dev.local_load_manager,
     )
+
+
+def broker_setting_overrides(assignments: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """broker.conf overrides for every broker (`--set KEY=VALUE`), checked: a key as broker.conf spells it, not one
+    each broker has of its own, a value on one line. Sorted, so equal overrides compare equal."""
+    for key, value in assignments.items():
+        if not _BROKER_KEY.fullmatch(key):
+            raise LocalClusterError(f"broker setting {key!r}: not a broker.conf key")
+        if key in PER_BROKER_KEYS:
+            raise LocalClusterError(f"broker setting {key}: each broker has its own; the local cluster sets it")
+        if "\n" in value or "\r" in value:
+            raise LocalClusterError(f"broker setting {key}: the value must be one line")
+    return tuple(sorted(assignments.items()))
+
+
+def check_release(version: str) -> str:
+    """`version` when it names a release with its patch level (3.3.6), else a LocalClusterError."""
+    if not _RELEASE.fullmatch(version):
+        raise LocalClusterError(f"Pulsar version {version!r}: name a release with its patch level, e.g. 3.3.6")
+    return version
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,6 +357,7 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
                     f"load manager, not the {settings.load_manager} one: stop it first "
                     "(pulsar-rebalance-dev local-cluster stop)"
                 )
+            _check_same_cluster(settings, running)
             if len(running["brokers"]) != brokers:
                 log.warning(
                     "cluster already running with %d brokers (asked for %d); returning it",
@@ -336,6 +381,7 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
             )
         if settings.auth == "token":
             _write_token_files(settings)
+        _claim_data_dir(settings)
         state = _cluster_description(settings, brokers) | {"pulsarVersion": settings.pulsar_version, "processes": []}
         try:
             _start_cluster(settings, lib_dir, state)
@@ -343,6 +389,33 @@ def start(brokers: int = 3, settings: LocalClusterSettings | None = None) -> dic
             _stop_processes(settings)
             raise
     return status(settings) or state
+
+
+def _check_same_cluster(settings: LocalClusterSettings, running: Mapping[str, Any]) -> None:
+    """A running cluster is handed back only when it is the one asked for: the same release and broker settings."""
+    release = running.get("pulsarVersion", settings.pulsar_version)
+    overrides = {key: str(value) for key, value in running.get("brokerSettings", {}).items()}
+    wanted = dict(settings.broker_settings)
+    if release != settings.pulsar_version or overrides != wanted:
+        raise LocalClusterError(
+            f"the cluster running under {settings.cluster_dir} runs Pulsar {release} with broker settings "
+            f"{overrides or 'shared only'}, not {settings.pulsar_version} with {wanted or 'shared only'}: stop it "
+            "first (pulsar-rebalance-dev local-cluster stop), or give this one its own home and ports"
+        )
+
+
+def _claim_data_dir(settings: LocalClusterSettings) -> None:
+    """The data directory is the release's that wrote it: another release's metadata and ledgers would be read
+    (an upgrade, or a downgrade Pulsar does not support) rather than a fresh cluster started."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    marker = settings.data_dir / "pulsar-version"
+    if marker.exists() and marker.read_text().strip() != settings.pulsar_version:
+        raise LocalClusterError(
+            f"{settings.data_dir} holds the data of Pulsar {marker.read_text().strip()}, not "
+            f"{settings.pulsar_version}: wipe it first (pulsar-rebalance-dev local-cluster wipe), or give this "
+            "cluster its own home (PULSAR_REBALANCE_HOME)"
+        )
+    marker.write_text(settings.pulsar_version)
 
 
 def status(settings: LocalClusterSettings | None = None) -> dict[str, Any] | None:
@@ -407,6 +480,9 @@ def add_broker(settings: LocalClusterSettings | None = None) -> dict[str, Any]:
     deadline = time.monotonic() + settings.start_timeout_seconds
     with _file_lock(settings.cluster_dir / ".lock"):
         state = _running_state(settings)
+        # The new broker gets the overrides the running ones were started with.
+        overrides = tuple(sorted((key, str(value)) for key, value in state.get("brokerSettings", {}).items()))
+        settings = dataclasses.replace(settings, broker_settings=overrides)
         index = len(state["brokers"])
         ports = ((settings.web_port(index), ENV_WEB_PORT), (settings.broker_port(index), ENV_BROKER_PORT))
         for port, variable in ports:
@@ -470,6 +546,8 @@ def _cluster_description(settings: LocalClusterSettings, brokers: int) -> dict[s
         "dataDir": str(settings.data_dir),
         "auth": settings.auth,
         "loadManager": settings.load_manager,
+        # Only when given: a default cluster's description stays as it was.
+        **({"brokerSettings": dict(settings.broker_settings)} if settings.broker_settings else {}),
         **({"tokenFile": str(settings.token_file)} if settings.auth == "token" else {}),
     }
 
@@ -610,6 +688,8 @@ def _broker_conf(settings: LocalClusterSettings, index: int, metadata_url: str) 
         **SHARED_BROKER_SETTINGS,
         **(EXTENSIBLE_BROKER_SETTINGS if settings.load_manager == "extensible" else {}),
         **(_token_auth_conf(settings) if settings.auth == "token" else {}),
+        # Last: the cluster's own thresholds, weights and switches win over the shared settings.
+        **dict(settings.broker_settings),
     }
 
 
@@ -661,7 +741,7 @@ def _write_conf(path: Path, values: Mapping[str, object]) -> Path:
 
 @functools.cache
 def _java() -> str:
-    """The `java` executable (JAVA_HOME first), checked to be 17 or newer as Pulsar 4 requires."""
+    """The `java` executable (JAVA_HOME first), checked to be 17 or newer as Pulsar 3 and 4 require."""
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
     hint = "set JAVA_HOME or run scripts/install_system_deps.sh"
@@ -670,7 +750,7 @@ def _java() -> str:
     version = subprocess.run([java, "-version"], capture_output=True, text=True, check=False).stderr
     match = re.search(r'version "(\d+)', version)
     if match is None or int(match.group(1)) < 17:
-        raise LocalClusterError(f"Pulsar 4 needs Java 17+, {java} reports {version.splitlines()[:1]}; {hint}")
+        raise LocalClusterError(f"Pulsar 3 and 4 need Java 17+, {java} reports {version.splitlines()[:1]}; {hint}")
     return java
 
 

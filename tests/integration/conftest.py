@@ -3,7 +3,10 @@
 - `pulsar_cluster` (session): the cluster description from `pulsar_rebalance_devtools.local_cluster`; reuses a running
   cluster (e.g. one started with the CLI) and stops the cluster at the end only if it started it.
 - `token_cluster` (module): a second, token-authenticated cluster on other ports, stopped at the end
-  (`separate_cluster` starts such clusters).
+  (`separate_cluster` starts such clusters, on another release or with broker.conf keys of their own too).
+- `cluster_policies` (function): a `PolicyWriter` on the default cluster that sets Pulsar's own policies (namespace
+  isolation, failure domains, anti-affinity groups, dynamic configuration) through the admin API and removes each
+  after the test (`policy_writer` for another cluster).
 - `traffic_generator` (function): a factory for `TrafficGenerator`s on fresh namespaces, each stopped
   and its namespace force-deleted after the test.
 - `approved_cycle` (session): one collect → plan (Spark) → approve → execute → report run of the real
@@ -18,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import pwd
@@ -59,6 +63,15 @@ def pulsar_cluster() -> Iterator[dict[str, Any]]:
     else:
         started_here = True
         cluster = local_cluster.start(brokers=3)
+    # A cluster on another release or with broker settings of its own (`local-cluster start --pulsar-version/--set`)
+    # is not the one these tests are written for.
+    expected = local_cluster.settings_from_env().pulsar_version
+    if cluster.get("pulsarVersion", expected) != expected or cluster.get("brokerSettings"):
+        pytest.fail(
+            f"the running local cluster runs Pulsar {cluster.get('pulsarVersion')} with broker settings "
+            f"{cluster.get('brokerSettings') or 'shared only'}, not the default {expected}: stop it "
+            "(`pulsar-rebalance-dev local-cluster stop`) and let the tests start one"
+        )
     if len(cluster["brokers"]) < 2:
         pytest.fail(
             f"the running local cluster has {len(cluster['brokers'])} broker(s); the tests need at "
@@ -73,10 +86,16 @@ def pulsar_cluster() -> Iterator[dict[str, Any]]:
 
 @contextlib.contextmanager
 def separate_cluster(
-    root: Path, cluster: str, ports: tuple[int, int, int, int], brokers: int, options: Mapping[str, str]
+    root: Path,
+    cluster: str,
+    ports: tuple[int, int, int, int],
+    brokers: int,
+    options: Mapping[str, str],
+    broker_settings: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """A local cluster beside the default one: its own name, home under `root`, ports (ZooKeeper, bookie, first
-    web and first broker port) and `options` (local cluster settings by environment name); stopped at the end."""
+    web and first broker port), `options` (local cluster settings by environment name, the release among them) and
+    `broker_settings` (broker.conf keys over the shared ones); stopped at the end."""
     zookeeper, bookie, web, broker = ports
     env = {
         "PULSAR_REBALANCE_HOME": str(root),
@@ -92,6 +111,8 @@ def separate_cluster(
         for name, value in env.items():
             patch.setenv(name, value)
         settings = local_cluster.settings_from_env()
+    overrides = local_cluster.broker_setting_overrides(broker_settings or {})
+    settings = dataclasses.replace(settings, broker_settings=overrides)
     try:
         yield local_cluster.start(brokers=brokers, settings=settings)
     finally:
@@ -107,6 +128,81 @@ def token_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         root, "secure", (22181, 23181, 28081, 26651), 2, {local_cluster.ENV_AUTH: "token"}
     ) as cluster:
         yield cluster
+
+
+class PolicyWriter:
+    """Pulsar's own policies, written through the cluster's admin REST API as an operator would, each undone (in
+    reverse order) by `remove_all`: whatever a test leaves, the shared cluster goes on without it."""
+
+    def __init__(self, cluster: Mapping[str, Any]) -> None:
+        self.admin_url = cluster["brokers"][0]["adminUrl"]
+        self.cluster = cluster["cluster"]
+        self.headers = local_cluster.admin_headers(cluster)
+        self._undo: list[tuple[str, str]] = []
+
+    def _send(self, method: str, path: str, content_type: str | None = None, **body: Any) -> requests.Response:
+        headers = self.headers | ({"Content-Type": content_type} if content_type else {})
+        return requests.request(method, f"{self.admin_url}{path}", headers=headers, timeout=30, **body)
+
+    def _write(self, path: str, undo: str | None = None, content_type: str | None = None, **body: Any) -> None:
+        response = self._send("POST", path, content_type, **body)
+        assert response.status_code in (200, 204), f"POST {path}: {response.status_code} {response.text[:500]}"
+        self._undo.append(("DELETE", undo or path))
+
+    def isolate(
+        self,
+        name: str,
+        namespaces: Sequence[str],
+        primary: Sequence[str],
+        secondary: Sequence[str] = (),
+        min_limit: int = 1,
+        usage_threshold: int = 100,
+    ) -> None:
+        """A namespace isolation policy: `namespaces` and the brokers (host regexes) they may go to."""
+        policy = {
+            "namespaces": list(namespaces),
+            "primary": list(primary),
+            "secondary": list(secondary),
+            "auto_failover_policy": {
+                "policy_type": "min_available",
+                "parameters": {"min_limit": str(min_limit), "usage_threshold": str(usage_threshold)},
+            },
+        }
+        self._write(f"/admin/v2/clusters/{self.cluster}/namespaceIsolationPolicies/{name}", json=policy)
+
+    def failure_domain(self, name: str, brokers: Sequence[str]) -> None:
+        self._write(f"/admin/v2/clusters/{self.cluster}/failureDomains/{name}", json={"brokers": list(brokers)})
+
+    def anti_affinity(self, namespace: str, group: str) -> None:
+        self._write(f"/admin/v2/namespaces/{namespace}/antiAffinity", content_type="application/json", data=group)
+
+    def dynamic(self, key: str, value: str) -> None:
+        """A dynamic configuration value for every broker, back to its broker.conf value at the end."""
+        self._write(f"/admin/v2/brokers/configuration/{key}/{value}", undo=f"/admin/v2/brokers/configuration/{key}")
+
+    def remove_all(self) -> None:
+        failures = []
+        while self._undo:
+            method, path = self._undo.pop()
+            response = self._send(method, path)
+            if response.status_code not in (200, 204, 404):
+                failures.append(f"{method} {path}: {response.status_code} {response.text[:200]}")
+        assert not failures, f"policies left on the cluster: {failures}"
+
+
+@contextlib.contextmanager
+def policy_writer(cluster: Mapping[str, Any]) -> Iterator[PolicyWriter]:
+    writer = PolicyWriter(cluster)
+    try:
+        yield writer
+    finally:
+        writer.remove_all()
+
+
+@pytest.fixture
+def cluster_policies(pulsar_cluster: dict[str, Any]) -> Iterator[PolicyWriter]:
+    with policy_writer(pulsar_cluster) as writer:
+        yield writer
 
 
 @pytest.fixture
