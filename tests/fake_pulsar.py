@@ -124,3 +124,31 @@ def load_report(bundles: dict[str, dict] | None = None, cpu: float = 50.0) -> di
         "numBundles": len(bundles),
         "loadReportType": "LocalBrokerData",
     }
+
+
+def declare(
+    entry: FakePulsar,
+    cluster: str,
+    *,
+    isolation: object = None,
+    failure_domains: object = None,
+    dynamic: object = None,
+    anti_affinity: dict[str, str | None] | None = None,
+) -> None:
+    """Route what a cluster declares on its entry broker: the isolation policies and failure domains of `cluster`,
+    the dynamic configuration's values, and each namespace's anti-affinity group (None: no group). An argument left
+    None keeps the fake's 404 (older releases answer 404 for a cluster without isolation policies)."""
+    if isolation is not None:
+        entry.route("GET", f"/admin/v2/clusters/{cluster}/namespaceIsolationPolicies", Reply(200, isolation))
+    entry.route("GET", f"/admin/v2/clusters/{cluster}/failureDomains", Reply(200, failure_domains or {}))
+    entry.route("GET", "/admin/v2/brokers/configuration/values", Reply(200, dynamic or {}))
+    for namespace, group in (anti_affinity or {}).items():
+        # Pulsar writes the group as a bare string (a JAX-RS String entity), and no group as an empty 200 (4.2.4).
+        entry.route("GET", f"/admin/v2/namespaces/{namespace}/antiAffinity", Reply(200, group or ""))
+
+
+def declare_broker(broker: FakePulsar, runtime: dict[str, object], version: str | None = None) -> None:
+    """Route a broker's own runtime configuration and, when given, the release it says it runs."""
+    broker.route("GET", "/admin/v2/brokers/configuration/runtime", Reply(200, runtime))
+    if version is not None:
+        broker.route("GET", "/admin/v2/brokers/version", Reply(200, version))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import ssl
 import weakref
 from base64 import b64encode
@@ -43,7 +44,10 @@ DEFAULT_MAX_REDIRECTS = 5
 DEFAULT_CONCURRENCY = 64
 # The largest answers are per-broker topic stats: about 2 KiB per topic, so this allows ~60,000 topics.
 DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
-_READ_CHUNK_BYTES = 64 * 1024
+# Large enough that a 40 MB answer is read in few steps, each of which waits for the GIL.
+_READ_CHUNK_BYTES = 1024 * 1024
+# A release as `/brokers/version` and load reports give it: `4.2.4`, `3.0.7.2`, `4.1.0-SNAPSHOT`.
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,63}")
 
 
 class AdminError(Exception):
@@ -68,9 +72,19 @@ class AdminError(Exception):
         self.broker = broker
         self.endpoint = endpoint
         self.status = status
+        self.reason = reason
         self.may_have_applied = may_have_applied
-        status_text = f"HTTP {status}" if status is not None else "no response"
-        super().__init__(f"{method} {endpoint} on {broker} failed ({status_text}): {reason}")
+        super().__init__(f"{method} {endpoint} on {broker} failed ({self.status_text}): {reason}")
+
+    @property
+    def status_text(self) -> str:
+        return f"HTTP {self.status}" if self.status is not None else "no response"
+
+    @property
+    def refused(self) -> bool:
+        """The role may not read this: Pulsar answers 403, or 401 where a super-user check fails (from 3.3
+        `validateBothSuperuser...` and tenant-admin checks answer 401 to an authenticated role)."""
+        return self.status in (401, 403)
 
 
 def is_loopback(host: str) -> bool:
@@ -93,6 +107,18 @@ class ClusterSession(requests.Session):
     def __init__(self, allowed: Callable[[str], bool]) -> None:
         super().__init__()
         self._allowed = allowed
+        self._environment: dict[tuple[object, ...], dict[str, Any]] = {}
+
+    def merge_environment_settings(self, url: str, proxies: Any, stream: Any, verify: Any, cert: Any) -> dict[str, Any]:
+        """requests' reading of the proxy and CA bundle variables, once per host rather than on every request: it
+        scans the whole environment each time, a third of a small call's cost, and a collect makes thousands."""
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc, tuple(sorted((proxies or {}).items())), stream, verify, cert)
+        settings = self._environment.get(key)
+        if settings is None:
+            settings = super().merge_environment_settings(url, dict(proxies or {}), stream, verify, cert)
+            self._environment[key] = settings
+        return {**settings, "proxies": dict(settings["proxies"])}
 
     def should_strip_auth(self, old_url: str, new_url: str) -> bool:
         if urlsplit(old_url).scheme == "https" and urlsplit(new_url).scheme != "https":
@@ -378,9 +404,25 @@ class PulsarAdminClient:
             return {}
         return runtime if isinstance(runtime, dict) else {}
 
-    def broker_version(self) -> str:
-        """The Pulsar release of the answering broker, as it says it (`4.2.4`)."""
-        return self._request("GET", "/admin/v2/brokers/version").text.strip()
+    def runtime_configuration_of(self, broker_id: str) -> dict[str, Any]:
+        """One broker's own runtime configuration (every key, as strings, secrets included: keep only what is
+        needed); AdminError when it may not be read."""
+        path = "/admin/v2/brokers/configuration/runtime"
+        return _json_object(self._get_json(path, base=broker_url(broker_id, self.scheme)), broker_id, path)
+
+    def dynamic_configuration(self) -> dict[str, Any]:
+        """The dynamic configuration's values the cluster overrides (`/brokers/configuration/values`)."""
+        path = "/admin/v2/brokers/configuration/values"
+        return _json_object(self._get_json(path), urlsplit(self.admin_url).netloc, path)
+
+    def broker_version(self, broker_id: str | None = None) -> str:
+        """The Pulsar release a broker says it runs (`4.2.4`): the answering broker's, or `broker_id`'s own."""
+        path = "/admin/v2/brokers/version"
+        answer = self._request("GET", path, base=broker_url(broker_id, self.scheme) if broker_id else None)
+        version = answer.text.strip().strip('"')
+        if not _VERSION.fullmatch(version):
+            raise AdminError(answer.broker, "GET", path, f"not a release: {version[:40]!r}", answer.status)
+        return version
 
     def cluster_name(self, runtime: Mapping[str, Any] | None = None) -> str:
         """The Pulsar cluster the admin URL belongs to (runtime configuration, else the only cluster), checked by
@@ -411,6 +453,11 @@ class PulsarAdminClient:
         """Per-topic stats of the topics a broker serves: `{ns: {range: {"persistent": {topic: {...}}}}}`."""
         return self._get_json("/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme))
 
+    def topic_stats_body(self, broker_id: str) -> bytes:
+        """`topic_stats` as the broker sent it (within `max_response_bytes`), for a reader that decodes only the
+        fields it needs (`planner.collect.extensible`)."""
+        return self._request("GET", "/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme)).body
+
     def broker_metrics(self, broker_id: str) -> list[dict[str, Any]]:
         """A broker's metrics (`[{"dimensions": {...}, "metrics": {...}}]`); on the extensible load manager they
         hold its `brk_lb_*` resource usage. Reading them makes the broker compute its load data again."""
@@ -437,6 +484,11 @@ class PulsarAdminClient:
             if error.status == 404:
                 return {}
             raise
+
+    def failure_domains(self, cluster: str) -> dict[str, Any]:
+        """The cluster's failure domains by name (`{"brokers": [...]}` each)."""
+        path = f"/admin/v2/clusters/{quote(cluster, safe='')}/failureDomains"
+        return _json_object(self._get_json(path), urlsplit(self.admin_url).netloc, path)
 
     def set_isolation_policy(self, cluster: str, name: str, policy: Mapping[str, Any]) -> None:
         """Create or replace a namespace isolation policy (idempotent)."""
@@ -465,6 +517,18 @@ class PulsarAdminClient:
     def bundle_boundaries(self, namespace: str) -> list[int]:
         data = self._get_json(f"/admin/v2/namespaces/{_namespace_path(namespace)}/bundles")
         return [int(boundary, 16) for boundary in data["boundaries"]]
+
+    def anti_affinity_group(self, namespace: str) -> str | None:
+        """The namespace's anti-affinity group, None when it has none. Pulsar keeps it in the namespace's local
+        policies, which its policies document (`GET /namespaces/{tenant}/{namespace}`) does not carry, so it has an
+        endpoint of its own. It answers the bare string, and without a group an empty body."""
+        path = f"/admin/v2/namespaces/{_namespace_path(namespace)}/antiAffinity"
+        answer = self._request("GET", path)
+        text = answer.text.strip()
+        if text.startswith('"'):  # a JSON string, as a proxy or a later release may send it
+            parsed = _json_of(answer, "GET", path, self.max_response_bytes)
+            text = parsed if isinstance(parsed, str) else ""
+        return text or None
 
     def topic_bundle(self, topic: str) -> str:
         return self._request("GET", f"/lookup/v2/topic/{_topic_path(topic)}/bundle").text.strip().strip('"')
@@ -510,6 +574,12 @@ def _topic_path(topic: str) -> str:
         raise InputError(f"invalid topic {topic!r}: expected persistent://tenant/namespace/name")
     tenant, namespace, local_name = rest.split("/", 2)
     return f"{domain}/{quote(tenant, safe='')}/{quote(namespace, safe='')}/{quote(local_name, safe='')}"
+
+
+def _json_object(document: Any, broker: str, path: str) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise AdminError(broker, "GET", path, f"expected a JSON object, got {type(document).__name__}")
+    return document
 
 
 def _json_of(answer: _Answer, method: str, path: str, max_bytes: int) -> Any:

@@ -1,10 +1,11 @@
 """Collecting one snapshot of a cluster's load, and rebuilding LoadData from collected snapshots.
 
 A snapshot is: every active broker's own load report (fetched from all brokers concurrently),
-the namespaces' bundle boundaries, optionally per-topic stats; the raw responses archived
+the namespaces' bundle boundaries (from the bundles the brokers own where they cover a namespace, else asked),
+optionally per-topic stats, and what the cluster declares (`planner.collect.declared`); the raw responses archived
 compressed for audit and replay; broker and bundle rows appended to the samples dataset; and a
 snapshot row in the store. A broker that cannot be read is recorded as missing and the snapshot is
-flagged partial.
+flagged partial; a declaration that cannot be read is listed in the declarations as unreadable.
 
 A snapshot is complete in all three places or absent from all of them, under kill -9 at any point:
 1. its row is committed as `staged` first (so its id is never given out again, even on SQLite);
@@ -24,10 +25,12 @@ count decides between them: a collect whose row was abandoned under it publishes
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import logging
 import threading
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,12 +38,13 @@ from typing import Any
 
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
-from planner.collect.extensible import broker_load
+from planner.collect.declared import read_declarations, read_namespaces
+from planner.collect.extensible import ExtensibleBrokerLoad, broker_load
 from planner.errors import InputError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus
 from planner.names import check_cluster_name
-from planner.pulsar.bundle_range import namespace_of
+from planner.pulsar.bundle_range import FULL_RANGE_LOWER, FULL_RANGE_UPPER, BundleName, BundleRange, namespace_of
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, is_extensible_load_manager
 from planner.pulsar.load_manager_shared import is_system_service_namespace
 from planner.pulsar.model import (
@@ -61,6 +65,7 @@ from planner.store.snapshots import (
     publish_snapshot,
     published_snapshot,
     published_snapshots,
+    read_archive,
     recently_unloaded_bundles,
     renew_heartbeat,
     snapshot_status,
@@ -80,6 +85,10 @@ HEARTBEATS_PER_STALE_AGE = 10
 # The step boundaries of a collect; `file-staged` and `file-published` are reached once per file (3 each).
 COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.file-published", "collector.published")
 SNAPSHOT_FILES = 3
+# Brokers whose topic stats (~2 KiB a topic, ~40 MB for a broker serving 20,000) are read at once on the extensible
+# load manager: one read while another is decoded. Decoding holds the GIL, so more in flight hold more memory and go
+# no faster (bench/bench_collect_declarations.py: 4 took longer than 2, and a third more memory).
+TOPIC_STATS_IN_FLIGHT = 2
 
 
 class SnapshotAbandonedError(InputError):
@@ -222,11 +231,6 @@ def _write_archive(uri: str, document: dict[str, Any]) -> None:
     storage.write_bytes(uri, gzip.compress(json.dumps(document).encode()))
 
 
-def read_archive(location: str) -> dict[str, Any]:
-    """A snapshot's archive, by the URI (or, for snapshots taken before storage URIs, the path) its row keeps."""
-    return json.loads(gzip.decompress(storage.read_bytes(location, "snapshot archive")))
-
-
 def collect(
     client: PulsarAdminClient,
     store: Store,
@@ -249,11 +253,13 @@ def collect(
     extensible = is_extensible_load_manager(load_manager)
     taken_at = datetime.now(UTC)
     brokers = client.active_brokers(cluster)
+    leader_answer, leader_error = None, None
     try:
-        leader = client.leader_broker().get("brokerId")
+        leader_answer = client.leader_broker().get("brokerId")
     except AdminError as error:
         logger.warning("%s: no leader answer: %s", cluster, error)
-        leader = None
+        leader_error = error
+    leader = leader_answer if isinstance(leader_answer, str) else None
 
     if extensible:
         loads = _extensible_loads(client, cluster, brokers, taken_at)
@@ -272,7 +278,24 @@ def collect(
 
     reported_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.last_stats}
     namespaces = sorted(ns for ns in reported_namespaces if not is_system_service_namespace(ns))
-    boundaries = client.map_concurrently(namespaces, client.bundle_boundaries)
+    # A namespace whose owned bundles cover its whole range once are its bundles: no call for its boundaries.
+    owned_boundaries = boundaries_of_owned(loads.active)
+    # Anti-affinity counts every namespace a broker owns, idle ones too (Pulsar's filters read the brokers' bundles).
+    owned_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.bundles}
+    grouped = sorted(ns for ns in reported_namespaces | owned_namespaces if not is_system_service_namespace(ns))
+    namespace_answers = read_namespaces(client, [ns for ns in namespaces if ns not in owned_boundaries], grouped)
+    boundaries = {
+        ns: owned_boundaries[ns] if ns in owned_boundaries else namespace_answers.boundaries[ns] for ns in namespaces
+    }
+    declarations = read_declarations(
+        client,
+        cluster,
+        sorted(reports),
+        reported_versions={broker: report.broker_version_string for broker, report in reports.items()},
+        leader=leader_answer,
+        leader_error=leader_error,
+        namespaces=namespace_answers,
+    )
 
     archive = {
         "cluster": cluster,
@@ -290,6 +313,8 @@ def collect(
         "boundaryErrors": {ns: str(found) for ns, found in boundaries.items() if isinstance(found, AdminError)},
         "topicStats": {b: stats for b, stats in topics.items() if not isinstance(stats, AdminError)},
         "ownedBundles": {b: bundles for b, bundles in owned.items() if not isinstance(bundles, AdminError)},
+        # What the cluster declares (releases, allow-listed configuration, policies): `archive_declarations`.
+        "declarations": declarations.model_dump(mode="json"),
     }
     bundle_count = sum(len(report.last_stats) for report in reports.values())
     abandon_stale_snapshots(store, root, cluster, older_than=stale_after, actor=actor)
@@ -355,6 +380,32 @@ class _BrokerLoads:
     raw_reports: dict[str, Any] = field(default_factory=dict)
     topics: dict[str, Any] = field(default_factory=dict)
     owned: dict[str, Any] = field(default_factory=dict)
+    # The bundles the brokers said they own and serve (`is_active`), from `ownedNamespaces`.
+    active: set[str] = field(default_factory=set)
+
+    def own(self, broker: str, owned: Mapping[str, Any]) -> None:
+        """Record what a broker's `ownedNamespaces` answered: its bundles (archived), and the active ones."""
+        self.owned[broker] = sorted(owned)
+        self.active.update(
+            b for b, status in owned.items() if not isinstance(status, dict) or status.get("is_active", True)
+        )
+
+
+def boundaries_of_owned(bundles: Iterable[str]) -> dict[str, list[int]]:
+    """Per namespace, its bundle boundaries when `bundles` (those the brokers own) cover its hash range exactly once,
+    end to end: a namespace's bundles partition its range, so these are all of them. A namespace with a bundle nobody
+    owns (idle since the last unload), or caught mid-split (a parent beside its children), is left out."""
+    ranges: dict[str, list[BundleRange]] = defaultdict(list)
+    for bundle in bundles:
+        name = BundleName.parse(bundle)
+        ranges[name.namespace].append(name.range)
+    found = {}
+    for namespace, owned in ranges.items():
+        owned.sort()
+        tiled = owned[0].lower == FULL_RANGE_LOWER and owned[-1].upper == FULL_RANGE_UPPER
+        if tiled and all(left.upper == right.lower for left, right in itertools.pairwise(owned)):
+            found[namespace] = [bundle_range.lower for bundle_range in owned] + [FULL_RANGE_UPPER]
+    return found
 
 
 def _modular_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], topic_stats: bool) -> _BrokerLoads:
@@ -370,36 +421,40 @@ def _modular_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], 
             loads.missing[broker_id] = str(error)
     loads.topics = client.map_concurrently(sorted(loads.reports), client.topic_stats) if topic_stats else {}
     # Load reports list only bundles with loaded topics; an idle bundle's owner shows only here (drains need it).
-    loads.owned = client.map_concurrently(
-        sorted(loads.reports), lambda broker: sorted(client.owned_bundles(cluster, broker))
-    )
+    for broker, owned in client.map_concurrently(
+        sorted(loads.reports), lambda broker: client.owned_bundles(cluster, broker)
+    ).items():
+        if isinstance(owned, AdminError):
+            loads.owned[broker] = owned
+        else:
+            loads.own(broker, owned)
     return loads
 
 
 def _extensible_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], taken_at: datetime) -> _BrokerLoads:
-    """The brokers' load on the extensible load manager, from their metrics, topic stats and owned bundles."""
-    answers = client.map_concurrently(brokers, lambda broker: _extensible_answers(client, cluster, broker))
+    """The brokers' load on the extensible load manager, from their metrics, topic stats and owned bundles. Each
+    broker's topic stats are summed per bundle as they arrive and not kept: the bundle sums are its load report."""
+    in_flight = threading.BoundedSemaphore(TOPIC_STATS_IN_FLIGHT)
+    taken_millis = int(taken_at.timestamp() * 1000)
+
+    def read(broker: str) -> tuple[ExtensibleBrokerLoad, dict[str, Any]] | InputError:
+        metrics, owned = client.broker_metrics(broker), client.owned_bundles(cluster, broker)
+        try:
+            with in_flight:
+                return broker_load(broker, metrics, client.topic_stats_body(broker), sorted(owned), taken_millis), owned
+        except InputError as error:
+            return error
+
     loads = _BrokerLoads()
-    for broker_id, answer in answers.items():
-        if isinstance(answer, AdminError):
+    for broker_id, answer in client.map_concurrently(brokers, read).items():
+        if isinstance(answer, AdminError | InputError):
             loads.missing[broker_id] = str(answer)
             continue
-        try:
-            load = broker_load(broker_id, *answer, int(taken_at.timestamp() * 1000))
-        except InputError as error:
-            loads.missing[broker_id] = str(error)
-            continue
+        load, owned = answer
+        loads.own(broker_id, owned)
         loads.reports[broker_id], loads.weighted_max_ema[broker_id] = load.report, load.weighted_max_ema
         loads.raw_reports[broker_id] = load.report.model_dump_json(by_alias=True)
-        loads.topics[broker_id], loads.owned[broker_id] = answer[1], answer[2]
     return loads
-
-
-def _extensible_answers(
-    client: PulsarAdminClient, cluster: str, broker: str
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
-    """What a broker of the extensible load manager says of its load: its metrics, topic stats and bundles."""
-    return client.broker_metrics(broker), client.topic_stats(broker), sorted(client.owned_bundles(cluster, broker))
 
 
 def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> LoadData:

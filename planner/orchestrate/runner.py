@@ -29,6 +29,7 @@ from planner.store.database import Store
 from planner.store.plans import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
 from planner.store.snapshots import (
     StoredSnapshot,
+    archive_declarations,
     list_snapshots,
     recently_unloaded_bundles,
     snapshot_cluster,
@@ -102,6 +103,8 @@ def cluster_inputs(
             maintenance=maintenance,
             # Every bundle each broker owned at the latest snapshot, idle ones included (absent from load reports).
             owned_bundles=archive.get("ownedBundles", {}) if maintenance is not None else {},
+            # What the cluster declared at the latest snapshot: its releases, configuration and policies.
+            declarations=archive_declarations(archive, snapshot.id),
         )
         versions[cluster] = stored.version
     return inputs, versions

@@ -65,11 +65,27 @@ class ClusterPolicies(PulsarJson):
         return not (self.isolation or self.failure_domains or self.anti_affinity_groups)
 
 
+class Declaration(StrEnum):
+    """The kinds of declaration a collect reads, so a reader can tell which of them it must plan without."""
+
+    RELEASE = "release"
+    LEADER = "leader"
+    CONFIGURATION = "configuration"
+    DYNAMIC_CONFIGURATION = "dynamic configuration"
+    ISOLATION_POLICIES = "isolation policies"
+    FAILURE_DOMAINS = "failure domains"
+    ANTI_AFFINITY_GROUPS = "anti-affinity groups"
+
+
 class Unreadable(PulsarJson):
     """A declaration the collect could not read, and why (a role without the right, an endpoint that failed)."""
 
+    kind: Declaration | None = None
     what: str  # "isolation policies", "failure domains", "anti-affinity of tenant/ns", "configuration of host:port"
     reason: str
+    # The brokers or namespaces the entry is about, when one refusal covers many (a role refused on every broker,
+    # or on every namespace of a tenant): one entry each way it failed, not one per broker or namespace.
+    covers: tuple[str, ...] = ()
 
 
 class ClusterDeclarations(PulsarJson):
@@ -85,3 +101,7 @@ class ClusterDeclarations(PulsarJson):
     policies: ClusterPolicies = Field(default_factory=ClusterPolicies)
     # What could not be read: the plan is made without it and says so.
     unreadable: tuple[Unreadable, ...] = ()
+
+    def unread(self, kind: Declaration) -> tuple[Unreadable, ...]:
+        """What of `kind` could not be read (empty: all of it was)."""
+        return tuple(entry for entry in self.unreadable if entry.kind is kind)

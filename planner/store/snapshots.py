@@ -7,15 +7,20 @@ count decides between a collect and the collects that take it for dead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gzip
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import ColumnElement, func, select, update
 
-from planner.errors import NotFoundError
+from planner import storage
+from planner.errors import InputError, NotFoundError, format_validation_error
 from planner.lifecycle import SnapshotStatus, advance
+from planner.pulsar.declarations import ClusterDeclarations
 from planner.store.clusters import cluster_row
 from planner.store.database import Store
 from planner.store.models import Cluster, RecentlyUnloaded, Snapshot, audit_event
@@ -271,3 +276,29 @@ def recently_unloaded_bundles(store: Store, cluster: str) -> dict[str, int]:
             row.bundle: row.unloaded_at_millis
             for row in session.scalars(select(RecentlyUnloaded).join(Cluster).where(Cluster.name == cluster))
         }
+
+
+def read_archive(location: str) -> dict[str, Any]:
+    """A snapshot's archive, by the URI (or, for snapshots taken before storage URIs, the path) its row keeps."""
+    return json.loads(gzip.decompress(storage.read_bytes(location, "snapshot archive")))
+
+
+def archive_declarations(archive: Mapping[str, Any], snapshot_id: int) -> ClusterDeclarations | None:
+    """What the cluster declared when the snapshot was taken, from its archive (already read); None for a snapshot
+    taken before collects read the declarations."""
+    found = archive.get("declarations")
+    if found is None:
+        return None
+    try:
+        return ClusterDeclarations.model_validate(found)
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, f"declarations of snapshot {snapshot_id}")) from None
+
+
+def latest_declarations(store: Store, cluster: str) -> ClusterDeclarations | None:
+    """What the cluster declared at its latest published snapshot; None when it has none, or that snapshot was taken
+    before collects read the declarations."""
+    latest = list_snapshots(store, cluster, limit=1)
+    if not latest:
+        return None
+    return archive_declarations(read_archive(latest[0].archive_path), latest[0].id)

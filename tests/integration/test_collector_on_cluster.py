@@ -4,6 +4,7 @@ from it plans the same through the library and through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -16,13 +17,15 @@ import requests
 from planner.audit.plan_records import show_plan
 from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import collect, load_data_for_snapshot
+from planner.collect.declared import DECLARED_KEYS
 from planner.orchestrate.runner import PlanRequest, run_plan
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import FailureDomain, NamespaceIsolationPolicy
 from planner.samples.dataset import read_samples, samples_root
 from planner.store.database import Store
 from planner.store.plans import read_state
-from planner.store.snapshots import list_snapshots
+from planner.store.snapshots import latest_declarations, list_snapshots
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 
 pytestmark = pytest.mark.integration
@@ -108,6 +111,68 @@ def test_collect_matches_the_admin_api_and_plans_like_the_cli(pulsar_cluster, tr
     assert {unload["broker"] for unload in from_cli} == {hot}
     client.close()
     store.dispose()
+
+
+def test_the_snapshot_carries_the_policies_set_through_the_admin_api(pulsar_cluster, traffic_generator, tmp_path):
+    """A real isolation policy, failure domain and anti-affinity group, set through Pulsar's admin API, are in the
+    snapshot's declarations with each broker's release and load-balancing configuration; removed afterwards."""
+    cluster, admin = pulsar_cluster["cluster"], pulsar_cluster["brokers"][0]["adminUrl"]
+    brokers = [broker["id"] for broker in pulsar_cluster["brokers"]]
+    generator = traffic_generator([BundleTraffic(bundle=0, rate=5)], num_bundles=1)
+    generator.place_bundles({0: brokers[0]})
+    generator.start()
+    namespace = generator.namespace
+    suffix = namespace.rpartition("/")[2]
+    policy, domain, group = f"it-isolation-{suffix}", f"it-domain-{suffix}", f"it-group-{suffix}"
+    host = brokers[0].rpartition(":")[0]
+    isolation = {
+        "namespaces": [re.escape(namespace)],
+        "primary": [re.escape(host)],
+        "secondary": [re.escape(brokers[-1].rpartition(":")[0])],
+        "auto_failover_policy": {
+            "policy_type": "min_available",
+            "parameters": {"min_limit": "1", "usage_threshold": "80"},
+        },
+    }
+    policy_url = f"{admin}/admin/v2/clusters/{cluster}/namespaceIsolationPolicies/{policy}"
+    domain_url = f"{admin}/admin/v2/clusters/{cluster}/failureDomains/{domain}"
+    group_url = f"{admin}/admin/v2/namespaces/{namespace}/antiAffinity"
+    store = Store(f"sqlite:///{tmp_path / 'planner.db'}")
+    client = PulsarAdminClient(admin)
+    try:
+        requests.post(policy_url, json=isolation, timeout=10).raise_for_status()
+        requests.post(domain_url, json={"brokers": [brokers[-1]]}, timeout=10).raise_for_status()
+        # Pulsar takes the group as a bare string body, as pulsar-admin sends it.
+        requests.post(
+            group_url, data=group, headers={"Content-Type": "application/json"}, timeout=10
+        ).raise_for_status()
+        deadline = time.monotonic() + 60
+        while True:  # the namespace shows in a load report once its bundle is owned
+            collect(client, store, tmp_path)
+            declared = latest_declarations(store, cluster)
+            assert declared is not None
+            if namespace in declared.policies.anti_affinity_groups or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+
+        assert declared.unreadable == ()
+        assert declared.policies.anti_affinity_groups[namespace] == group
+        assert declared.policies.isolation[policy] == NamespaceIsolationPolicy.model_validate(isolation)
+        assert declared.policies.failure_domains[domain] == FailureDomain(brokers=frozenset({brokers[-1]}))
+        release = requests.get(f"{admin}/admin/v2/brokers/version", timeout=10).text.strip()
+        assert declared.broker_versions == dict.fromkeys(brokers, release)
+        assert declared.leader in brokers
+        assert set(declared.configuration) == set(brokers)
+        for values in declared.configuration.values():
+            assert values["clusterName"] == cluster and "loadBalancerSheddingEnabled" in values
+            assert set(values) <= DECLARED_KEYS
+    finally:
+        requests.delete(group_url, timeout=10)
+        requests.delete(domain_url, timeout=10)
+        requests.delete(policy_url, timeout=10)
+        client.close()
+        store.dispose()
+    assert requests.get(f"{admin}/admin/v2/clusters/{cluster}/failureDomains", timeout=10).json().get(domain) is None
 
 
 def test_collect_through_the_cli_registers_the_cluster_under_its_pulsar_name(pulsar_cluster, tmp_path: Path):
