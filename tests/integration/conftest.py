@@ -157,9 +157,12 @@ class PolicyWriter:
         secondary: Sequence[str] = (),
         min_limit: int = 1,
         usage_threshold: int = 100,
+        unload_scope: str | None = None,
     ) -> None:
-        """A namespace isolation policy: `namespaces` and the brokers (host regexes) they may go to."""
-        policy = {
+        """A namespace isolation policy: `namespaces` and the brokers (host regexes) they may go to. Pulsar unloads
+        the bundles of the namespaces it matches unless `unload_scope` is `none` (or `changed`: only those whose
+        brokers changed)."""
+        policy: dict[str, object] = {
             "namespaces": list(namespaces),
             "primary": list(primary),
             "secondary": list(secondary),
@@ -167,6 +170,7 @@ class PolicyWriter:
                 "policy_type": "min_available",
                 "parameters": {"min_limit": str(min_limit), "usage_threshold": str(usage_threshold)},
             },
+            **({"unload_scope": unload_scope} if unload_scope else {}),
         }
         self._write(f"/admin/v2/clusters/{self.cluster}/namespaceIsolationPolicies/{name}", json=policy)
 
