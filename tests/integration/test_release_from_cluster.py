@@ -6,6 +6,7 @@ on, the plan warns of two controllers and the executor refuses to run beside the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator, Mapping
@@ -203,3 +204,28 @@ def test_the_brokers_own_shedding_makes_the_plan_warn_and_the_executor_refuse(re
     finally:
         generator.stop()
         generator.delete_namespace()
+
+
+def test_the_release_cluster_is_handed_back_only_as_itself(release_cluster):
+    """`start` with the release cluster's home and ports returns it when asked for its release and settings, and
+    refuses when asked for another release or other settings: it never stands in for a default cluster."""
+    cluster_dir = Path(release_cluster["logDir"]).parent
+    settings = dataclasses.replace(
+        local_cluster.settings_from_env(),
+        home=cluster_dir.parent,
+        cluster_name=release_cluster["cluster"],
+        zookeeper_port=int(release_cluster["zookeeper"].rsplit(":", 1)[1]),
+        bookie_port=int(release_cluster["bookie"].rsplit(":", 1)[1]),
+        web_port_base=58081,
+        broker_port_base=56651,
+        pulsar_version=RELEASE,
+        broker_settings=local_cluster.broker_setting_overrides(BROKER_SETTINGS),
+    )
+    assert settings.cluster_dir == cluster_dir
+    assert local_cluster.start(brokers=3, settings=settings)["brokers"] == release_cluster["brokers"]
+    for other in (
+        dataclasses.replace(settings, pulsar_version=local_cluster.DEFAULT_PULSAR_VERSION),
+        dataclasses.replace(settings, broker_settings=()),
+    ):
+        with pytest.raises(local_cluster.LocalClusterError, match="stop it first"):
+            local_cluster.start(brokers=3, settings=other)
