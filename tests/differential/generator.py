@@ -1,6 +1,6 @@
 """Random but valid inputs for the differential tests, seeded, and free of the ties Java breaks by hash order.
 
-Six kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
+Kinds of case, each a JSON-ready dict that both the Java harness and the planner read:
 
 - `shed_case(seed)`: a LoadData (2-50 brokers, 0-200 bundles each, traffic over several orders of magnitude,
   system-namespace bundles, bundles without bundle data, recently unloaded bundles) plus config overrides, for
@@ -11,7 +11,13 @@ Six kinds of case, each a JSON-ready dict that both the Java harness and the pla
 - `extensible_split_case(seed)`: one broker's bundle stats over several cycles for the extensible load
   manager's split strategy (`DefaultNamespaceBundleSplitStrategyImpl`);
 - `extensible_placement_case(seed)`: candidates and their load data for its placement
-  (`extensions.strategy.LeastResourceUsageWithWeight`).
+  (`extensions.strategy.LeastResourceUsageWithWeight`);
+- `extensible_filters_case(seed)`: a lookup through the extensible load manager's broker filters, cluster policies
+  included;
+- `cycle_case(seed)`: a whole `doLoadShedding` cycle of the modular load manager, and `placement_case(seed)`: a
+  client's lookups through its `selectBrokerForAssignment`, both mostly with random cluster policies
+  (`cluster_policies`: isolation policies, the drain fence, failure domains, anti-affinity groups) written into
+  its metadata store.
 
 Tie rules. Pulsar keeps brokers and bundles in hash maps, so where two values are exactly equal the answer
 depends on HashMap iteration order; the planner breaks those ties by name. The generator avoids them:
@@ -33,6 +39,9 @@ depends on HashMap iteration order; the planner breaks those ties by name. The g
 6. Topic hashes in a split case are distinct, except for deliberate CRC-32 collisions (found by a birthday
    search) in a tenth of the split-position cases; with those the cases check that the planner handles equal
    hashes exactly as Pulsar's list-and-HashMap code does.
+7. Failure domains are disjoint, as the admin API keeps them (a broker in two domains would map to the one read
+   last). Isolation policies are written in the case's order, which is the order Pulsar reads them back in (the
+   first policy matching a namespace applies).
 
 Not avoided, because random data practically never meets it: ThresholdShedder sums the brokers' averages in
 ConcurrentHashMap order, the planner in id order, so the mean can differ in its last bit; a broker would have to
@@ -45,11 +54,14 @@ import itertools
 import json
 import math
 import random
+import re
 import zlib
 from collections.abc import Callable
 from typing import Any
 
+from planner.execute.fence import fence_name, fence_policy
 from planner.pulsar.broker_score import broker_usage
+from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, MODULAR_LOAD_MANAGER, PulsarConfig
 from planner.pulsar.model import LocalBrokerData
 from planner.pulsar.versions import PulsarVersion
@@ -667,7 +679,7 @@ def transfer_case(seed: int) -> dict[str, Any]:
     }
     if available != list(brokers):
         data_document["availableBrokers"] = available
-    return {
+    case = {
         "id": f"transfer-{seed}",
         "kind": "transfer",
         "now": TRANSFER_NOW,
@@ -675,6 +687,57 @@ def transfer_case(seed: int) -> dict[str, Any]:
         "config": _transfer_config(rng),
         "extensibleLoadData": data_document,
     }
+    # The policies come from a generator of their own, so the cluster above is the same with or without them.
+    return _transfer_policies(random.Random(f"transfer-policies-{seed}"), case)
+
+
+def _transfer_policies(rng: random.Random, case: dict[str, Any]) -> dict[str, Any]:
+    """Half the TransferShedder cases get what its `isTransferable` reads once the cluster's policies are read:
+    random cluster policies, the ownership channel (each broker owns its top bundles, and a few more bundles of the
+    same namespaces), the available brokers' lookup data, topic counts, and the settings that switch the checks."""
+    if rng.random() >= 0.5:
+        return case
+    data = case["extensibleLoadData"]
+    case = _share_hosts(rng, case, sorted(set(data["brokers"]) | set(data.get("availableBrokers", []))))
+    data = case["extensibleLoadData"]
+    available = data.get("availableBrokers", list(data["brokers"]))
+    owners = {
+        bundle["bundleName"]: broker
+        for broker, top in data["topBundles"].items()
+        for bundle in top["topBundlesLoadData"]
+    }
+    namespaces = sorted({namespace_of(bundle) for bundle in owners} | {"t0/ns0", "t1/ns1"})
+    for index in range(rng.randint(0, 8)):
+        lower = (0xD0 + index) * 0x01000000
+        owners[_bundle(rng.choice(namespaces), lower, lower + 0x00FFFFFF)] = rng.choice(available)
+    case["owners"] = owners
+    case["lookupData"] = {
+        broker: {
+            "webServiceUrl": f"http://{broker}",
+            "pulsarServiceUrl": f"pulsar://{_host(broker)}:6650",
+            "persistentTopicsEnabled": rng.random() < 0.95,
+            "nonPersistentTopicsEnabled": True,
+            "loadManagerClassName": EXTENSIBLE_LOAD_MANAGER if rng.random() < 0.95 else None,
+            "startTimestamp": 1,
+            "brokerVersion": rng.choice(_RELEASES),
+        }
+        for broker in available
+    }
+    for load in data["brokers"].values():
+        load["topics"] = rng.randint(0, 2000)
+    config = case["config"]
+    config["loadManagerClassName"] = EXTENSIBLE_LOAD_MANAGER
+    config["loadBalancerSheddingBundlesWithPoliciesEnabled"] = rng.choice(["true", "true", "false"])
+    if rng.random() < 0.2:
+        config["preferLaterVersions"] = "true"
+    if rng.random() < 0.2:
+        config["loadBalancerBrokerMaxTopics"] = str(rng.choice([500, 1000, 1500]))
+    movable = sorted({namespace_of(bundle["bundleName"]) for top in data["topBundles"].values()
+                      for bundle in top["topBundlesLoadData"]})  # fmt: skip
+    case["policies"] = cluster_policies(rng, sorted(set(available) | set(data["brokers"])), namespaces, movable)
+    if case["policies"]["failure_domains"] or rng.random() < 0.2:
+        config["failureDomainsEnabled"] = rng.choice(["true", "true", "true", "false"])
+    return case
 
 
 # --- the extensible load manager's split strategy ------------------------------------------------------------
@@ -778,6 +841,68 @@ def extensible_placement_case(seed: int) -> dict[str, Any]:
     }
 
 
+# --- the extensible load manager's broker filters, with the cluster's policies ------------------------------------
+
+_RELEASES = ("4.2.4", "4.2.4", "4.2.3", "4.0.8", "3.0.7", "4.2.4-rc1")
+
+
+def extensible_filters_case(seed: int) -> dict[str, Any]:
+    """A lookup of one bundle on a cluster of the extensible load manager: the available brokers' lookup data (load
+    manager class, release, persistent topics; brokers sharing hosts), their topic counts, the bundles each owns,
+    and random cluster policies (`cluster_policies`), with `failureDomainsEnabled`, `preferLaterVersions` and
+    `loadBalancerBrokerMaxTopics` at random."""
+    rng = random.Random(f"extensible-filters-{seed}")
+    brokers = _broker_ids(rng, rng.randint(1, 9))
+    if len(brokers) > 1 and rng.random() < 0.5:  # brokers sharing a host (isolation matches hosts only)
+        host, taken = brokers[0].rsplit(":", 1)
+        ports = [port for port in _PORTS if str(port) != taken]
+        brokers[1:3] = [f"{host}:{port}" for port in rng.sample(ports, len(brokers[1:3]))]
+    namespaces = [f"tenant-{index % 3}/ns-{index}" for index in range(rng.randint(1, 6))]
+    lookup: dict[str, Any] = {}
+    loads: dict[str, Any] = {}
+    for broker in brokers:
+        release = rng.choice(_RELEASES) if rng.random() < 0.97 else ""
+        lookup[broker] = {
+            "webServiceUrl": f"http://{broker}",
+            "pulsarServiceUrl": f"pulsar://{_host(broker)}:6650",
+            "persistentTopicsEnabled": rng.random() < 0.92,
+            "nonPersistentTopicsEnabled": True,
+            "loadManagerClassName": EXTENSIBLE_LOAD_MANAGER if rng.random() < 0.92 else rng.choice([None, "Other"]),
+            "startTimestamp": 1,
+            "brokerVersion": release,
+        }
+        if rng.random() < 0.9:
+            loads[broker] = {"topics": rng.randint(0, 2000)}
+    owners = {}
+    for index in range(rng.randint(0, 24)):
+        lower = index * 0x08000000
+        owners[_bundle(rng.choice(namespaces), lower, lower + 0x07FFFFFF)] = rng.choice(
+            [*brokers, "10.254.0.9:8080"] if rng.random() < 0.05 else brokers
+        )
+    if rng.random() < 0.8:
+        bundle = _bundle(rng.choice(namespaces), 0xF0000000, FULL_UPPER)
+    else:
+        bundle = _bundle(f"tenant-{rng.randint(0, 2)}/new-ns", 0, FULL_UPPER)
+    config = {"loadManagerClassName": EXTENSIBLE_LOAD_MANAGER, "preferLaterVersions": rng.choice(["true", "false"])}
+    if rng.random() < 0.3:
+        config["loadBalancerBrokerMaxTopics"] = str(rng.choice([1, 500, 1000, 1500]))
+    case: dict[str, Any] = {
+        "id": f"extensible-filters-{seed}",
+        "kind": "extensibleFilters",
+        "config": config,
+        "brokers": lookup,
+        "brokerLoadData": loads,
+        "owners": owners,
+        "bundle": bundle,
+    }
+    policy_rng = random.Random(f"extensible-filters-policies-{seed}")
+    if policy_rng.random() < POLICY_SHARE:
+        case["policies"] = cluster_policies(policy_rng, brokers, namespaces, [namespace_of(bundle)])
+        if case["policies"]["failure_domains"] or policy_rng.random() < 0.2:
+            config["failureDomainsEnabled"] = policy_rng.choice(["true", "true", "true", "false"])
+    return case
+
+
 # --- the modular load manager's shedding cycle ------------------------------------------------------------------
 
 CYCLE_NOW = 1_790_000_000_000  # shed_case's clock; the harness shifts the case's times to its own
@@ -794,7 +919,7 @@ def _drop_bundles(load_data: dict[str, Any], dropped: Callable[[str], bool]) -> 
         load_data[key] = {name: value for name, value in load_data[key].items() if not dropped(name)}
 
 
-def cycle_case(seed: int, version: str = "latest") -> dict[str, Any]:
+def cycle_case(seed: int, version: str = "latest", *, policies: bool = True) -> dict[str, Any]:
     """A shedding case run through the whole `doLoadShedding` cycle: one strategy with its placement strategy
     (LeastLongTermMessageRate, LeastResourceUsageWithWeight, or AvgShedder as its own), excluded namespaces, the
     grace period, the topic-count and even-distribution filters, brokers of another load manager class or not loading
@@ -857,7 +982,7 @@ def cycle_case(seed: int, version: str = "latest") -> dict[str, Any]:
         runs = rng.randint(2, 6)
         if not bound and placement == "LeastResourceUsageWithWeight":
             config["loadBalancerLoadPlacementStrategy"] = IMPL_PACKAGE + "LeastLongTermMessageRate"
-    return {
+    case = {
         "id": f"cycle-{seed}",
         "kind": "cycle",
         "config": config,
@@ -865,6 +990,219 @@ def cycle_case(seed: int, version: str = "latest") -> dict[str, Any]:
         "now": CYCLE_NOW,
         "runs": runs,
     }
+    if not policies:
+        return case
+    # The policies come from a generator of their own, so the cluster above is the same with or without them.
+    return with_policies(random.Random(f"cycle-policies-{seed}"), case)
+
+
+# --- the cluster's policies: isolation, failure domains, anti-affinity groups ---------------------------------------
+
+POLICY_SHARE = 0.75  # of the cycle and placement cases, those that get policies (the others run without, as before)
+_PORTS = (8080, 8081, 8443, 9080)
+
+
+def _host(broker: str) -> str:
+    """The host of a broker id (`host:port`), as `LoadManagerShared.parseBrokerHost` takes it."""
+    return broker.rsplit(":", 1)[0]
+
+
+def _literal(text: str) -> str:
+    """`text` as a regular expression matching only itself, in Java's syntax and Python's alike."""
+    return text.replace(".", "\\.")
+
+
+def _rename_brokers(case: dict[str, Any], renames: dict[str, str]) -> dict[str, Any]:
+    """The case with each broker id renamed wherever it occurs (report keys, URLs, heartbeat namespaces)."""
+    if not renames:
+        return case
+    ids = re.compile(rf"(?<![\w.-])({'|'.join(map(re.escape, renames))})(?!\d)")
+    renamed: dict[str, Any] = json.loads(ids.sub(lambda found: renames[found[1]], json.dumps(case)))
+    return renamed
+
+
+def _share_hosts(rng: random.Random, case: dict[str, Any], brokers: list[str]) -> dict[str, Any]:
+    """Moves a few of the case's `brokers` onto the host of another, on another port: isolation policies match
+    hosts, never ports, so such brokers stand and fall together."""
+    if len(brokers) < 2 or rng.random() < 0.4:
+        return case
+    used = {(_host(broker), broker.rsplit(":", 1)[1]) for broker in brokers}
+    renames = {}
+    for broker in rng.sample(brokers, rng.randint(1, min(4, len(brokers) - 1))):
+        host = _host(rng.choice([b for b in brokers if b != broker and b not in renames]))
+        free = [port for port in _PORTS if (host, str(port)) not in used]
+        if free:
+            port = str(rng.choice(free))
+            used.add((host, port))
+            renames[broker] = f"{host}:{port}"
+    return _rename_brokers(case, renames)
+
+
+def _host_pattern(rng: random.Random, host: str) -> str:
+    """A regular expression over broker hosts that matches `host`, and often other hosts too."""
+    if host.startswith("10."):
+        first, second = host.split(".")[:2]
+        options = [_literal(host), _literal(host), f"{first}\\.{second}\\..*", host, "10\\..*"]
+    else:
+        name = host.split(".")[0]  # broker-123
+        options = [_literal(host), _literal(host), f"{name}\\..*", f"{name[:8]}.*", "broker-[0-4].*", ".*\\.svc.*"]
+    return rng.choice(options)
+
+
+def _host_patterns(rng: random.Random, hosts: list[str], count: int) -> list[str]:
+    patterns = [_host_pattern(rng, rng.choice(hosts)) for _ in range(count)]
+    if rng.random() < 0.1:  # a host the cluster does not have
+        patterns.append(rng.choice(["10\\.255\\.0\\.1", "gone-broker-.*"]))
+    return list(dict.fromkeys(patterns))
+
+
+def _namespace_pattern(rng: random.Random, namespace: str) -> str:
+    """A regular expression over namespace names that matches `namespace`, and often others too."""
+    tenant, _, local = namespace.partition("/")
+    options = [namespace, namespace, f"{tenant}/.*", f".*/{local}", f"{tenant}/({local}|missing-ns)"]
+    if tenant.startswith("tenant-"):
+        options.append("tenant-[01]/ns-[0-4]")
+    return rng.choice(options)
+
+
+def _isolation(rng: random.Random, hosts: list[str], namespaces: list[str]) -> dict[str, Any]:
+    """One namespace isolation policy, valid as the admin API requires (`NamespaceIsolationDataImpl.validate`):
+    namespaces and primaries given, secondaries possibly none, an auto-failover policy with both parameters."""
+    if namespaces and rng.random() < 0.85:
+        patterns = [_namespace_pattern(rng, rng.choice(namespaces)) for _ in range(rng.randint(1, 2))]
+    else:  # a policy for namespaces the cluster does not have (yet)
+        patterns = [rng.choice(["tenant-9/.*", "missing/ns-1", "pulsar/.*"])]
+    secondary = [] if rng.random() < 0.4 else _host_patterns(rng, hosts, rng.randint(1, 2))
+    return {
+        "namespaces": list(dict.fromkeys(patterns)),
+        "primary": _host_patterns(rng, hosts, rng.randint(1, 2)),
+        "secondary": secondary,
+        "auto_failover_policy": {
+            "policy_type": "min_available",
+            "parameters": {
+                "min_limit": str(rng.choice([0, 1, 1, 2, 3, 5])),
+                "usage_threshold": str(rng.choice([100, 80, 50, 0])),
+            },
+        },
+    }
+
+
+def _failure_domains(rng: random.Random, brokers: list[str]) -> dict[str, Any]:
+    """Disjoint domains (the admin API refuses a broker already in another domain), some brokers in none, and now
+    and then a broker the cluster does not have."""
+    names = [f"zone-{letter}" for letter in "abc"[: rng.randint(1, 3)]]
+    members: dict[str, list[str]] = {name: [] for name in names}
+    for broker in brokers:
+        if rng.random() < 0.8:
+            members[rng.choice(names)].append(broker)
+    if rng.random() < 0.2:
+        members[names[0]].append("10.254.0.1:8080")
+    return {name: {"brokers": sorted(listed)} for name, listed in members.items()}
+
+
+def _anti_affinity(rng: random.Random, namespaces: list[str], favoured: list[str]) -> dict[str, str]:
+    """Namespaces in one or two groups, `favoured` ones (those a case places) first; groups compare ignoring case, so
+    a name is sometimes written differently."""
+    chosen = rng.sample(favoured, min(len(favoured), rng.randint(1, 2)))
+    others = [namespace for namespace in namespaces if namespace not in chosen]
+    chosen += rng.sample(others, min(len(others), rng.randint(2, 5) - len(chosen)))
+    if rng.random() < 0.2:
+        chosen.append("tenant-9/not-loaded")
+    groups = ["replicated-a", "replicated-b"][: rng.randint(1, 2)]
+    assigned = {namespace: rng.choice(groups) for namespace in chosen}
+    if assigned and rng.random() < 0.2:
+        namespace = rng.choice(sorted(assigned))
+        assigned[namespace] = assigned[namespace].upper()
+    return assigned
+
+
+def cluster_policies(
+    rng: random.Random, brokers: list[str], namespaces: list[str], favoured: list[str]
+) -> dict[str, Any]:
+    """Random policies in the planner's `ClusterPolicies` JSON (Pulsar's own JSON for each policy): isolation
+    policies, the drain fence's policy, failure domains and anti-affinity groups, each present in part of the
+    cases (domains mostly beside anti-affinity groups, the only place they count). Isolation policies keep their
+    order: where two match a namespace, the first one applies."""
+    hosts = sorted({_host(broker) for broker in brokers})
+    ordinary = [namespace for namespace in namespaces if not namespace.startswith(("pulsar/", "sla-monitor/"))]
+    policies: dict[str, Any] = {"isolation": {}, "failure_domains": {}, "anti_affinity_groups": {}}
+    if rng.random() < 0.6:
+        for index in range(rng.randint(1, 3)):
+            policies["isolation"][f"policy-{index}"] = _isolation(rng, hosts, ordinary)
+    if rng.random() < 0.25:  # the executor's drain fence (planner/execute/fence.py), as it writes it
+        fenced = rng.choice(brokers)
+        policies["isolation"][fence_name(fenced)] = fence_policy(fenced)
+    if len(ordinary) >= 2 and rng.random() < 0.6:
+        policies["anti_affinity_groups"] = _anti_affinity(rng, ordinary, [n for n in favoured if n in ordinary])
+    if rng.random() < (0.8 if policies["anti_affinity_groups"] else 0.3):
+        policies["failure_domains"] = _failure_domains(rng, brokers)
+    return policies
+
+
+def with_policies(rng: random.Random, case: dict[str, Any], *, share_hosts: bool = True) -> dict[str, Any]:
+    """The modular case with random cluster policies (`POLICY_SHARE` of the cases), `failureDomainsEnabled` set at
+    random, and (`share_hosts`) some brokers moved onto another's host."""
+    if rng.random() >= POLICY_SHARE:
+        return case
+    if share_hosts:
+        case = _share_hosts(rng, case, sorted(case["loadData"]["brokers"]))
+    brokers = sorted(case["loadData"]["brokers"])
+    reported = {namespace_of(bundle) for report in case["loadData"]["brokers"].values() for bundle in report["bundles"]}
+    wanted = sorted({namespace_of(bundle) for bundle in case.get("bundles", [])})
+    case["policies"] = cluster_policies(rng, brokers, sorted(reported | set(wanted)), wanted)
+    if case["policies"]["failure_domains"] or rng.random() < 0.2:
+        case["config"]["failureDomainsEnabled"] = rng.choice(["true", "true", "true", "false"])
+    return case
+
+
+# --- the modular load manager's placement for a client's lookups -------------------------------------------------
+
+
+def placement_case(seed: int, version: str = "latest", cluster: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A client's lookups of a few bundles, one after the other (`selectBrokerForAssignment`, each pick
+    preallocated): bundles of namespaces the cluster serves (new ranges, and bundles with bundle data), of a new
+    namespace, of `pulsar/system`, and bundles of excluded namespaces (placed round robin), with policies of its
+    own. The cluster is `cycle_case(seed)`'s (pass it as `cluster` to share its LoadData: the batch writes it once,
+    and each side reads it once for both cases)."""
+    rng = random.Random(f"placement-{seed}")
+    cluster = cluster if cluster is not None else cycle_case(seed, version)
+    config = dict(cluster["config"])
+    config["loadBalancerLoadSheddingStrategy"] = IMPL_PACKAGE + "ThresholdShedder"
+    config["loadBalancerLoadPlacementStrategy"] = IMPL_PACKAGE + rng.choice(
+        ["LeastLongTermMessageRate"] * 2 + ["LeastResourceUsageWithWeight"]
+    )
+    load_data = cluster["loadData"]
+    reported = sorted(
+        {namespace_of(bundle) for report in load_data["brokers"].values() for bundle in report["bundles"]}
+    )
+    ordinary = [namespace for namespace in reported if not namespace.startswith(("pulsar/", "sla-monitor/"))]
+    if rng.random() < 0.3 and config.get("loadBalancerSheddingExcludedNamespaces") is None and ordinary:
+        config["loadBalancerSheddingExcludedNamespaces"] = rng.choice(ordinary)
+    with_data = [bundle for bundle in load_data["bundleData"] if namespace_of(bundle) in ordinary]
+    bundles: list[str] = []
+    for index in range(rng.randint(1, 10)):
+        kind = rng.random()
+        if kind < 0.2 and with_data:
+            bundles.append(rng.choice(with_data))
+        elif kind < 0.75 and ordinary:
+            lower = 0xF0000000 + index * 0x00100000
+            bundles.append(_bundle(rng.choice(ordinary), lower, lower + 0x000FFFFF))
+        elif kind < 0.95:
+            bundles.append(_bundle(f"tenant-{rng.randint(0, 2)}/new-ns-{rng.randint(0, 1)}", 0, FULL_UPPER))
+        else:
+            lower = 0xE0000000 + index * 0x00100000
+            bundles.append(_bundle("pulsar/system", lower, lower + 0x000FFFFF))
+    case: dict[str, Any] = {
+        "id": f"placement-{seed}",
+        "kind": "placement",
+        "config": config,
+        "loadData": load_data,
+        "now": cluster["now"],
+        "bundles": list(dict.fromkeys(bundles)),  # a second lookup of a bundle returns its preallocation
+    }
+    case["config"].pop("failureDomainsEnabled", None)
+    # The cluster's brokers share hosts already when the cycle case got policies: no renaming here.
+    return with_policies(random.Random(f"placement-policies-{seed}"), case, share_hosts=False)
 
 
 # --- AvgShedder's sort on near-ties ----------------------------------------------------------------------------

@@ -8,16 +8,19 @@ Shapes (both sides):
   "recentlyUnloadedBrokers", "average", "std"}]}`;
 - extensibleSplit: `{"runs": [{"splits": [{bundle, reason}], "hitCounts": {bundle: count}}]}`;
 - cycle: `{"runs": [{"unloads": [{bundle, destination}], "state": {...}}]}` (Java adds each run's number of placement
-  ties);
+  ties and of AvgShedder's re-drawn destinations);
+- placement: `{"placements": [{bundle, broker}]}` (Java adds the number of placement ties);
 - avgShedderSort: `{"scores": {broker: score}, "sorted": [...]}`, Java adds `arrival` (its HashMap's order, which the
   comparison hands to the planner's sort) and the planner `version`;
 - extensiblePlacement: `{"best": [...], "chosen": broker | null}` (the planner names no chosen broker: Pulsar picks
   among the best at random);
+- extensibleFilters: `{"candidates": [...], "failed": [filter name, ...]}` (candidates sorted);
 - any of them `{"error": "..."}` when the side refused the input.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -31,12 +34,17 @@ from planner.plan.bundles.consistent_hashing_topic_bundle_assigner import topic_
 from planner.plan.bundles.registry import split_algorithm
 from planner.plan.bundles.split_algorithm import SplitInputs, TopicLoad
 from planner.plan.extensible import bundles_to_split
+from planner.plan.extensible_filters import ExtensibleCluster, placement_candidates, transfer_refusal
 from planner.plan.placement.extensible_least_resource_usage import best_brokers
+from planner.plan.placement.pipeline import select_broker
+from planner.plan.placement.strategy import PlacementSession
 from planner.plan.planning import make_plan
 from planner.plan.shedding import avg_shedder
 from planner.plan.shedding.registry import shedding_strategy
+from planner.plan.shedding.transfer_shedder import Transferable
 from planner.pulsar.bundle_range import FULL_RANGE_UPPER, BundleRange
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.model import BrokerLoadData, ExtensibleLoadData, LoadData, LocalBrokerData, load_data_from_mapping
 
 
@@ -46,8 +54,19 @@ def config_for(case: dict[str, Any], version: str) -> PulsarConfig:
 
 def load_data_of(case: dict[str, Any]) -> LoadData:
     if "loadDataFile" in case:
-        return load_data_from_mapping(json.loads(Path(case["loadDataFile"]).read_text()))
+        return _load_data_file(case["loadDataFile"])
     return load_data_from_mapping(case["loadData"])
+
+
+@functools.lru_cache(maxsize=8)
+def _load_data_file(path: str) -> LoadData:
+    """A case's LoadData file, parsed once for the runs of that case in a row (the records are immutable)."""
+    return load_data_from_mapping(json.loads(Path(path).read_text()))
+
+
+def policies_of(case: dict[str, Any]) -> ClusterPolicies | None:
+    """The case's cluster policies (the harness wrote the same into Pulsar's metadata store); None without."""
+    return ClusterPolicies.model_validate(case["policies"]) if "policies" in case else None
 
 
 def shed(case: dict[str, Any], version: str) -> dict[str, Any]:
@@ -124,15 +143,40 @@ def split_positions(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"positions": positions or None}
 
 
+def extensible_cluster(case: dict[str, Any], version: str, topics: dict[str, int]) -> ExtensibleCluster:
+    """What the extensible load manager's broker filters read, from the case: its policies, the ownership channel
+    (`owners`), the brokers' topic counts and their lookup data (`brokers` or `lookupData`, Pulsar's JSON)."""
+    lookup = case.get("lookupData", case.get("brokers", {}))
+    return ExtensibleCluster(
+        config=config_for(case, version),
+        policies=policies_of(case) or ClusterPolicies(),
+        owners=case["owners"],
+        topics=topics,
+        load_manager_classes={broker: data["loadManagerClassName"] for broker, data in lookup.items()},
+        versions={broker: data["brokerVersion"] for broker, data in lookup.items()},
+        persistent_topics={broker: data["persistentTopicsEnabled"] for broker, data in lookup.items()},
+    )
+
+
 def transfer(case: dict[str, Any], version: str) -> dict[str, Any]:
-    """TransferShedder `runs` times in a row, the hit counter and the recently unloaded brokers carried over."""
+    """TransferShedder `runs` times in a row, the hit counter and the recently unloaded brokers carried over; with the
+    case's policies, each bundle it would move checked as Pulsar's `isTransferable` checks it."""
     load_data = ExtensibleLoadData.model_validate(case["extensibleLoadData"])
     config = config_for(case, version)
     strategy = shedding_strategy("TransferShedder")
     state = strategy.initial_state()
+    transferable: Transferable | None = None
+    if "policies" in case:
+        cluster = extensible_cluster(case, version, {b: data.topics for b, data in load_data.brokers.items()})
+        available = load_data.available
+
+        def check(bundle: str, source: str, destination: str) -> str | None:
+            return transfer_refusal(bundle, source, destination, available, cluster)
+
+        transferable = check
     runs = []
     for _ in range(case["runs"]):
-        outcome = strategy.run_extensible(load_data, config, state, case["now"])
+        outcome = strategy.run_extensible(load_data, config, state, case["now"], transferable)
         state = outcome.state
         load_data = load_data.model_copy(update={"recently_unloaded_brokers": outcome.recently_unloaded_brokers})
         run: dict[str, Any] = {
@@ -178,6 +222,7 @@ def cycle(case: dict[str, Any], version: str) -> dict[str, Any]:
     state carried over, each run's unloads added to the recently unloaded bundles at the case's clock."""
     config = config_for(case, version)
     load_data = load_data_of(case)
+    policies = policies_of(case)
     strategy = config.shedding_strategy.rsplit(".", 1)[-1]
     state: dict[str, Any] | None = None
     runs = []
@@ -185,7 +230,7 @@ def cycle(case: dict[str, Any], version: str) -> dict[str, Any]:
         for _ in range(case["runs"]):
             plan = make_plan(
                 "dc1", load_data, config, strategy, state, now_millis=case["now"], include_splits=False,
-                placement_rng=LowestOfTies(),
+                placement_rng=LowestOfTies(), policies=policies,
             )  # fmt: skip
             state = plan.state_after
             unloads = [
@@ -203,6 +248,23 @@ def cycle(case: dict[str, Any], version: str) -> dict[str, Any]:
     except InputError as error:
         return {"error": str(error)}
     return {"runs": runs}
+
+
+def placement(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """A client's lookups of the case's bundles in order, each pick preallocated for the next (one placement
+    session, ties to the lowest broker as in the harness)."""
+    config = config_for(case, version)
+    load_data = load_data_of(case)
+    policies = policies_of(case)
+    session = PlacementSession(LowestOfTies())
+    placements = []
+    try:
+        for bundle in case["bundles"]:
+            broker = select_broker(bundle, load_data, config, session, policies=policies)
+            placements.append({"bundle": bundle, "broker": broker})
+    except InputError as error:
+        return {"error": str(error)}
+    return {"placements": placements}
 
 
 def cycle_runs(result: dict[str, Any]) -> Any:
@@ -230,6 +292,15 @@ def extensible_placement(case: dict[str, Any], version: str) -> dict[str, Any]:
     return {"best": best_brokers(case["candidates"], brokers, config_for(case, version)), "chosen": None}
 
 
+def extensible_filters(case: dict[str, Any], version: str) -> dict[str, Any]:
+    """The brokers the extensible load manager's filters leave for a lookup of the case's bundle, and the filter that
+    failed (the planner names the first only; only the version filter can fail)."""
+    topics = {broker: data["topics"] for broker, data in case["brokerLoadData"].items()}
+    filtered = placement_candidates(case["bundle"], list(case["brokers"]), extensible_cluster(case, version, topics))
+    failed = [filtered.failed[0].value] if filtered.failed is not None else []
+    return {"candidates": sorted(filtered.candidates), "failed": failed}
+
+
 RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "shed": shed,
     "splitCandidates": split_candidates,
@@ -237,7 +308,9 @@ RUNNERS: dict[str, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     "transfer": transfer,
     "extensibleSplit": extensible_split,
     "extensiblePlacement": extensible_placement,
+    "extensibleFilters": extensible_filters,
     "cycle": cycle,
+    "placement": placement,
     "avgShedderSort": avg_shedder_sort,
 }
 
@@ -316,6 +389,10 @@ def differences(case: dict[str, Any], java: dict[str, Any], planner: dict[str, A
         return [] if extensible_split_runs(java) == extensible_split_runs(planner) else ["runs"]
     if kind == "cycle":
         return [] if cycle_runs(java) == cycle_runs(planner) else ["runs"]
+    if kind == "placement":
+        return [] if java["placements"] == planner["placements"] else ["placements"]
+    if kind == "extensibleFilters":
+        return [part for part in ("candidates", "failed") if java[part] != planner[part]]
     if kind == "avgShedderSort":
         # Pulsar's HashMap decides the order the scores reach its sort; given that order, the sort must agree.
         given = avg_shedder_sort(case, planner["version"], java["arrival"])

@@ -3,7 +3,9 @@
 `DIFFERENTIAL_CASES` (default 1000) sets the number of shedding cases, each of which runs all four shedders;
 there are as many split-candidate cases, four times as many split-position cases (about as many per split
 algorithm), as many TransferShedder and extensible split-strategy cases (the extensible load manager,
-several cycles each), and as many whole shedding cycles (`doLoadShedding` with placement).
+several cycles each), as many whole shedding cycles (`doLoadShedding` with placement) and as many series of a
+client's lookups (`selectBrokerForAssignment`); three quarters of these last two carry random isolation policies,
+failure domains and anti-affinity groups, written into the load manager's metadata store.
 `DIFFERENTIAL_SEED` (default 1) moves the whole batch to other seeds. On a difference the test shrinks the first
 failing shedding case, writes it to a file and prints the path, a command that replays it and both answers.
 """
@@ -55,12 +57,15 @@ def build_batch(harness: JavaHarness, workdir: Path, count: int, seed: int) -> B
     cases += [generator.transfer_case(seed + index) for index in range(count)]
     cases += [generator.extensible_split_case(seed + index) for index in range(count)]
     cases += [generator.extensible_placement_case(seed + index) for index in range(count)]
+    cases += [generator.extensible_filters_case(seed + index) for index in range(count)]
     cases += [generator.avg_shedder_sort_case(seed + index) for index in range(count)]
-    for index in range(count):
-        case = generator.cycle_case(seed + index, harness.pulsar_version)
-        path = workdir / f"{case['id']}.load-data.json"
-        path.write_text(json.dumps(case.pop("loadData")))
-        cases.append({**case, "loadDataFile": str(path)})
+    for index in range(count):  # each cycle case and the lookups on its cluster, one LoadData file for both
+        cycle = generator.cycle_case(seed + index, harness.pulsar_version)
+        lookups = generator.placement_case(seed + index, harness.pulsar_version, cycle)
+        path = workdir / f"{cycle['id']}.load-data.json"
+        path.write_text(json.dumps(cycle.pop("loadData")))
+        lookups.pop("loadData")
+        cases += [{**cycle, "loadDataFile": str(path)}, {**lookups, "loadDataFile": str(path)}]
     java_run = harness.start(cases, workdir / "java")  # the JVM and the planner run side by side
     version = harness.pulsar_version
     config_logger = logging.getLogger("planner.pulsar.config")
@@ -255,6 +260,31 @@ def test_the_extensible_placement_cases_reach_every_branch(batch: Batch) -> None
         assert outcomes[branch] >= cases // 50, (branch, outcomes)
 
 
+def test_extensible_filters_match_pulsar(batch: Batch) -> None:
+    """The extensible load manager's broker filters for a lookup, isolation and anti-affinity (with failure domains)
+    among them, on the cluster policies in Pulsar's metadata store."""
+    failing = _mismatches(batch, "extensibleFilters")
+    cases = _count(batch, "extensibleFilters")
+    assert not failing, _report(batch, failing, cases, "the extensible load manager's broker filters", None)
+
+
+def test_the_extensible_filter_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: lookups where the filters remove some brokers, all of them, none, and where the version
+    filter fails."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "extensibleFilters":
+            continue
+        java = batch.java[case["id"]]
+        left, available = len(java["candidates"]), len(case["brokers"])
+        outcomes["all removed" if not left else "some removed" if left < available else "none removed"] += 1
+        outcomes["version filter failed"] += bool(java["failed"])
+    cases = _count(batch, "extensibleFilters")
+    print(f"\n{batch.harness.pulsar_version}: {cases} extensible filter cases, outcomes {dict(outcomes)}")
+    for branch in ("all removed", "some removed", "none removed", "version filter failed"):
+        assert outcomes[branch] >= cases // 50, (branch, outcomes)
+
+
 def test_the_cases_exercise_every_strategy(batch: Batch) -> None:
     """Guards the generator: enough runs select bundles, and the interesting modes occur."""
     selected: Counter[str] = Counter()
@@ -312,6 +342,8 @@ def test_cli_runs_transfer_shedder_as_pulsar_does(batch: Batch) -> None:
     checked = 0
     for case in batch.cases:
         if case["kind"] != "transfer" or not any(run["unloads"] for run in batch.java[case["id"]]["runs"]):
+            continue
+        if "policies" in case:  # the command reads load data only: the policies come from a snapshot
             continue
         path = batch.workdir / f"{case['id']}.extensible-load-data.json"
         path.write_text(json.dumps(case["extensibleLoadData"]))
@@ -377,3 +409,78 @@ def test_avg_shedder_sorts_near_ties_as_pulsar_does(batch: Batch) -> None:
         != sorted(batch.java[case["id"]]["sorted"], key=batch.java[case["id"]]["scores"].__getitem__)
     )
     print(f"\n{batch.harness.pulsar_version}: Pulsar's sorted list is out of score order in {disordered} clusters")
+
+
+def test_placement_for_lookups_matches_pulsar(batch: Batch) -> None:
+    """ModularLoadManagerImpl.selectBrokerForAssignment, lookup after lookup with each pick preallocated: namespace
+    isolation, anti-affinity and failure domains, the broker filters, the placement strategy (ties broken alike)."""
+    failing = _mismatches(batch, "placement")
+    assert not failing, _report(batch, failing, _count(batch, "placement"), "selectBrokerForAssignment", None)
+
+
+def test_the_placement_cases_reach_every_branch(batch: Batch) -> None:
+    """Guards the generator: ties, lookups nobody may take, and lookups placed beside earlier ones."""
+    outcomes: Counter[str] = Counter()
+    for case in batch.cases:
+        if case["kind"] != "placement":
+            continue
+        java = batch.java[case["id"]]
+        if "error" in java:
+            outcomes["error"] += 1
+            continue
+        brokers = [placement["broker"] for placement in java["placements"]]
+        outcomes["ties"] += java["ties"] > 0
+        outcomes["no broker"] += None in brokers
+        outcomes["several on one broker"] += len(set(brokers) - {None}) < len([b for b in brokers if b])
+        outcomes["spread"] += len(set(brokers) - {None}) > 1
+    cases = _count(batch, "placement")
+    print(f"\n{batch.harness.pulsar_version}: {cases} placement cases, by outcome {dict(outcomes)}")
+    assert outcomes["error"] == 0, outcomes
+    for branch in ("ties", "no broker", "several on one broker", "spread"):
+        assert outcomes[branch] >= cases // 50, (branch, outcomes)
+
+
+# How many policy cases of each modular kind the policies' effect is checked on (the planner runs each up to four
+# times more); the other kinds are checked on all of theirs.
+POLICY_SAMPLE = int(os.environ.get("DIFFERENTIAL_POLICY_SAMPLE", "250"))
+# The kinds whose cases carry cluster policies.
+POLICY_KINDS = ("cycle", "placement", "transfer", "extensibleFilters")
+# What a planner that ignored part of the policies would be given: the case's policies without that part.
+IGNORED_POLICIES: dict[str, tuple[str, ...]] = {
+    "all policies": ("isolation", "anti_affinity_groups", "failure_domains"),
+    "isolation": ("isolation",),
+    "anti-affinity": ("anti_affinity_groups",),
+    "failure domains": ("failure_domains",),
+}
+
+
+def test_the_policies_change_what_pulsar_does(batch: Batch) -> None:
+    """The policies are evidence only where they change Pulsar's answer, and a planner ignoring them must be caught:
+    per kind, the policy cases where the planner, given the case without (part of) its policies, no longer agrees
+    with Pulsar. Each part must be caught on its own (`docs/fidelity.md`, "Policies in the differential"). The
+    modular kinds, whose plans take longest, are checked on their first `POLICY_SAMPLE` policy cases."""
+    version = batch.harness.pulsar_version
+    caught: Counter[tuple[str, str]] = Counter()
+    checked: Counter[str] = Counter()
+    for case in batch.cases:
+        kind = case["kind"]
+        if kind not in POLICY_KINDS or "policies" not in case:
+            continue
+        if kind in ("cycle", "placement") and checked[kind] >= POLICY_SAMPLE:
+            continue
+        checked[kind] += 1
+        java = batch.java[case["id"]]
+        for ignored, parts in IGNORED_POLICIES.items():
+            if not any(case["policies"][part] for part in parts):
+                continue  # nothing to ignore: the same answer
+            stripped = {**case, "policies": {**case["policies"], **{part: {} for part in parts}}}
+            caught[(kind, ignored)] += bool(planner_side.differences(case, java, planner_side.run(stripped, version)))
+    print(f"\n{version}: policy cases checked {dict(checked)}; answers that differ from Pulsar's when the planner "
+          f"ignores them: {dict(sorted(caught.items()))}")  # fmt: skip
+    for kind in POLICY_KINDS:
+        cases = checked[kind]
+        assert caught[(kind, "all policies")] >= cases // 10, (kind, caught)
+        assert caught[(kind, "isolation")] >= cases // 20, (kind, caught)
+        assert caught[(kind, "anti-affinity")] >= cases // 50, (kind, caught)
+        # Failure domains count only beside anti-affinity groups, and TransferShedder rarely meets them there.
+        assert caught[(kind, "failure domains")] >= (cases >= 200), (kind, caught)

@@ -1,5 +1,6 @@
 """The slow run's differential: every 3.x and 4.x release of Pulsar on Maven Central against the planner set to
-that release, `DIFFERENTIAL_RELEASE_CASES` (default 200) cases of every kind each (`scripts/test.sh -m slow`).
+that release, `DIFFERENTIAL_RELEASE_CASES` (default 200) cases of every kind each (`scripts/test.sh -m slow`), the
+cluster policies included in the cycle and placement kinds.
 Each release's own Pulsar modules run on the libraries of 3.0.7 (3.x) or of the pom's release (4.x)."""
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ KINDS = (
     "transfer",
     "extensibleSplit",
     "extensiblePlacement",
+    "extensibleFilters",
     "cycle",
+    "placement",
     "avgShedderSort",
 )
 

@@ -165,3 +165,25 @@ def test_an_excluded_namespaces_round_robin_pick_that_is_overloaded_is_picked_ag
     calm = PulsarConfig.from_settings({**settings, "loadBalancerBrokerOverloadedThresholdPercentage": "99"})
     session = PlacementSession(random.Random(0), round_robin=RoundRobinState(0))
     assert place(bundle(1, "tenant/pinned"), data, calm, session, preallocate=False) == "a:8080"
+
+
+def test_even_distribution_counts_a_bundle_its_broker_still_reports_once():
+    """The leader's `brokerToNamespaceToBundleRange` holds each broker's ranges as a set: a lookup placing a bundle
+    on the broker whose last report still lists it (right after its unload) adds nothing there, so the next lookup
+    in the namespace still finds both brokers even (`preallocateBundle`; the differential's placement cases compare
+    it with Pulsar)."""
+
+    class Lowest(random.Random):  # every broker scores alike here: the draw takes the lowest
+        def choice(self, seq):
+            return min(seq)
+
+    reported = bundle(1)
+    data = load_data(
+        {"a:8080": broker(bundles=[reported, bundle(2)]), "b:8080": broker(bundles=[bundle(3), bundle(4)])},
+        {reported: bundle_data()},  # no traffic: its preallocation leaves a's score as it was
+    )
+    config = PulsarConfig.from_settings({"pulsarVersion": "4.2.4"})
+    session = PlacementSession(Lowest())
+    assert place(reported, data, config, session) == "a:8080"
+    assert place(bundle(5), data, config, session) == "a:8080"  # a holds 2 ranges of tenant/ns, as b does
+    assert place(bundle(6), data, config, session) == "b:8080"  # now a holds 3

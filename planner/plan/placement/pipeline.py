@@ -125,7 +125,10 @@ def select_broker(
     if config.distribute_bundles_evenly_enabled or namespace == "pulsar/system":
         owned: Mapping[str, int] = bundles_per_broker_in_namespace(load_data, namespace)
         for broker, items in session.preallocated.items():
-            extra = sum(1 for name, _ in items if namespace_of(name) == namespace)
+            # brokerToNamespaceToBundleRange holds each broker's ranges as a set: a bundle placed on a broker whose
+            # last report still lists it (a lookup right after its unload) counts once.
+            reported = load_data.brokers[broker].bundles if broker in load_data.brokers else frozenset()
+            extra = sum(1 for name, _ in items if namespace_of(name) == namespace and name not in reported)
             owned = {**owned, broker: owned.get(broker, 0) + extra}
         candidates = remove_most_servicing_brokers_for_namespace(candidates, owned)
     # BrokerLoadManagerClassFilter compares the class names exactly (a broker reporting none is left out too).

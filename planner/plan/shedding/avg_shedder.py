@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,10 +225,9 @@ class AvgShedderPlacementState:
 
 
 def _expected_broker(candidates: Sequence[str], rng: random.Random) -> str:
-    """`getExpectedBroker`: Pulsar hashes a random int with CRC-32, a uniform pick over the sorted candidates."""
-    ordered = sorted(candidates)
-    draw = zlib.crc32(str(rng.randint(-(2**31), 2**31 - 1)).encode())
-    return ordered[draw % len(ordered)]
+    """`getExpectedBroker`: Pulsar hashes a random int with CRC-32, a uniform pick over the sorted candidates; drawn
+    with `rng.choice`, as the placement strategies draw among equally good brokers (so a caller decides every draw)."""
+    return rng.choice(sorted(candidates))
 
 
 def select_broker(

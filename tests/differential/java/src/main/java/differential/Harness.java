@@ -1,5 +1,6 @@
 package differential;
 
+import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -28,7 +29,11 @@ import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
 import org.apache.commons.lang3.mutable.MutableInt;
 import org.apache.pulsar.broker.ServiceConfiguration;
 import org.apache.pulsar.broker.loadbalance.LoadData;
@@ -38,14 +43,22 @@ import org.apache.pulsar.broker.loadbalance.extensions.BrokerRegistry;
 import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl;
 import org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerWrapper;
 import org.apache.pulsar.broker.loadbalance.extensions.LoadManagerContext;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitState;
 import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateChannel;
+import org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLoadData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.BrokerLookupData;
 import org.apache.pulsar.broker.loadbalance.extensions.data.TopBundlesLoadData;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.AntiAffinityGroupPolicyFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerIsolationPoliciesFilter;
+import org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerMaxTopicCountFilter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.SplitCounter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.SplitDecision;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadCounter;
 import org.apache.pulsar.broker.loadbalance.extensions.models.UnloadDecision;
+import org.apache.pulsar.broker.loadbalance.extensions.policies.AntiAffinityGroupPolicyHelper;
+import org.apache.pulsar.broker.loadbalance.extensions.policies.IsolationPoliciesHelper;
 import org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder;
 import org.apache.pulsar.broker.loadbalance.extensions.store.LoadDataStore;
 import org.apache.pulsar.broker.loadbalance.extensions.strategy.DefaultNamespaceBundleSplitStrategyImpl;
@@ -63,9 +76,14 @@ import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitAlgorith
 import org.apache.pulsar.common.naming.FlowOrQpsEquallyDivideBundleSplitOption;
 import org.apache.pulsar.common.naming.NamespaceBundle;
 import org.apache.pulsar.common.naming.NamespaceBundleSplitAlgorithm;
+import org.apache.pulsar.common.naming.NamespaceName;
 import org.apache.pulsar.common.naming.RangeEquallyDivideBundleSplitAlgorithm;
 import org.apache.pulsar.common.naming.SpecifiedPositionsBundleSplitAlgorithm;
 import org.apache.pulsar.common.naming.TopicCountEquallyDivideBundleSplitAlgorithm;
+import org.apache.pulsar.common.policies.data.FailureDomainImpl;
+import org.apache.pulsar.common.policies.data.LocalPolicies;
+import org.apache.pulsar.common.policies.data.NamespaceIsolationDataImpl;
+import org.apache.pulsar.common.policies.data.ResourceQuota;
 import org.apache.pulsar.common.policies.data.stats.TopicStatsImpl;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
 import org.apache.pulsar.metadata.api.MetadataStoreConfig;
@@ -110,7 +128,9 @@ public final class Harness {
                         case "transfer" -> transfer(testCase, result);
                         case "extensibleSplit" -> extensibleSplit(testCase, result);
                         case "extensiblePlacement" -> extensiblePlacement(testCase, result);
+                        case "extensibleFilters" -> extensibleFilters(testCase, result);
                         case "cycle" -> cycle(testCase, result);
+                        case "placement" -> placement(testCase, result);
                         case "avgShedderSort" -> avgShedderSort(testCase, result);
                         default -> throw new IllegalArgumentException("unknown kind " + testCase.path("kind"));
                     }
@@ -268,9 +288,13 @@ public final class Harness {
     /**
      * TransferShedder.findBundlesForUnloading {@code "runs"} times on one instance (its hit counter carries over), on
      * the case's {@code "extensibleLoadData"} (the planner's ExtensibleLoadData JSON) with the same mutable map of
-     * recently unloaded brokers, as the leader's UnloadScheduler calls it. Built with its test constructor: no
-     * PulsarService, so no ownership channel and no broker filters, as the planner runs offline. The shedder reads
-     * the clock itself: the case's times are relative to its {@code "now"} and are shifted to this JVM's clock.
+     * recently unloaded brokers, as the leader's UnloadScheduler calls it. Without {@code "policies"}: built with its
+     * test constructor, no PulsarService, so no ownership channel and no broker filters (the planner without the
+     * cluster's policies read). With them: built as ExtensibleLoadManagerImpl builds it, on a PulsarService whose
+     * metadata store holds the policies ({@link #writePolicies}), an ownership channel listing {@code "owners"}, the
+     * broker filter pipeline and policy helpers ({@link ExtensibleFilters}) and the available brokers' lookup data
+     * ({@code "lookupData"}): its isTransferable then checks every bundle it would move. The shedder reads the clock
+     * itself: the case's times are relative to its {@code "now"} and are shifted to this JVM's clock.
      */
     static void transfer(JsonNode testCase, ObjectNode result) throws Exception {
         ServiceConfiguration conf = config(testCase.path("config"));
@@ -299,6 +323,10 @@ public final class Harness {
         } else {
             brokers.keySet().forEach(broker -> available.put(broker, null));
         }
+        for (String broker : available.keySet()) { // what the broker filters read, in the cases with policies
+            JsonNode lookup = testCase.path("lookupData").path(broker);
+            available.put(broker, lookup.isMissingNode() ? null : MAPPER.treeToValue(lookup, BrokerLookupData.class));
+        }
         Map<String, Long> recentBundles = new HashMap<>();
         data.path("recentlyUnloadedBundles").fields().forEachRemaining(e -> recentBundles.put(e.getKey(),
                 e.getValue().asLong()));
@@ -319,7 +347,37 @@ public final class Harness {
             default -> null;
         });
         UnloadCounter counter = new UnloadCounter();
-        TransferShedder shedder = new TransferShedder(counter);
+        if (testCase.has("policies")) {
+            try (MetadataStoreExtended store = MetadataStoreExtended.create("memory:local",
+                    MetadataStoreConfig.builder().build())) {
+                conf.setClusterName(CLUSTER);
+                PulsarResources resources = pulsarResources(store);
+                writePolicies(testCase.path("policies"), resources);
+                ServiceUnitStateChannel channel = ownershipChannel(testCase.path("owners"));
+                ExtensibleLoadManagerImpl loadManager = StubServices.allocate(ExtensibleLoadManagerImpl.class);
+                StubServices.setField(ExtensibleLoadManagerImpl.class, loadManager, "serviceUnitStateChannel",
+                        channel);
+                var pulsar = StubServices.broker(conf, StubServices.namespaces(Map.of(), List.of()), Map.of(),
+                        new ExtensibleLoadManagerWrapper(loadManager));
+                StubServices.leader(pulsar, resources, null);
+                ExtensibleFilters filters = new ExtensibleFilters(pulsar, channel);
+                transferRuns(testCase, new TransferShedder(pulsar, counter, filters.pipeline, filters.isolation,
+                        filters.antiAffinity), counter, context, recentBundles, recentBrokers, shift, result);
+            }
+        } else {
+            transferRuns(testCase, new TransferShedder(counter), counter, context, recentBundles, recentBrokers, shift,
+                    result);
+        }
+    }
+
+    /**
+     * TransferShedder.findBundlesForUnloading {@code "runs"} times on one instance; per run its decisions, the skip
+     * reason, the hit counter, the recently unloaded brokers and the load statistics.
+     */
+    private static void transferRuns(JsonNode testCase, TransferShedder shedder, UnloadCounter counter,
+                                     LoadManagerContext context, Map<String, Long> recentBundles,
+                                     Map<String, Long> recentBrokers, long shift, ObjectNode result)
+            throws Exception {
         ArrayNode runs = result.putArray("runs");
         for (int run = 0; run < testCase.path("runs").asInt(1); run++) {
             Map<UnloadDecision.Reason, Long> skipsBefore = skips(counter);
@@ -421,6 +479,105 @@ public final class Harness {
             ThreadLocal<List<String>> bestBrokers = privateField(strategy, "bestBrokers");
             bestBrokers.get().forEach(best::add);
         }
+    }
+
+    /**
+     * The extensible load manager's broker filters for a lookup of the case's {@code "bundle"}, as
+     * ExtensibleLoadManagerImpl.selectAsync runs them: its pipeline (BrokerLoadManagerClassFilter,
+     * BrokerMaxTopicCountFilter, BrokerVersionFilter, AntiAffinityGroupPolicyFilter, BrokerIsolationPoliciesFilter),
+     * each filter given the same map of the available brokers' lookup data ({@code "brokers"}, in that order), a
+     * filter that fails leaving the others' result. The broker load data ({@code "brokerLoadData"}) answers the topic
+     * counts; the ownership channel lists {@code "owners"} (bundle -> broker) as Owned; the case's
+     * {@code "policies"} are in the metadata store ({@link #writePolicies}) and the anti-affinity helper's failure
+     * domains are read from it, as listenFailureDomainUpdate() does. The pipeline runs twice and the second answer
+     * counts: on a running broker the metadata caches are warm and every filter completes in pipeline order; on a
+     * cold cache the isolation and anti-affinity filters complete in whatever order their reads do.
+     */
+    static void extensibleFilters(JsonNode testCase, ObjectNode result) throws Exception {
+        ServiceConfiguration conf = config(testCase.path("config"));
+        conf.setClusterName(CLUSTER);
+        Map<String, BrokerLookupData> available = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : iterable(testCase.path("brokers").fields())) {
+            available.put(e.getKey(), MAPPER.treeToValue(e.getValue(), BrokerLookupData.class));
+        }
+        Map<String, BrokerLoadData> loads = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : iterable(testCase.path("brokerLoadData").fields())) {
+            loads.put(e.getKey(), MAPPER.treeToValue(e.getValue(), BrokerLoadData.class));
+        }
+        ServiceUnitStateChannel channel = ownershipChannel(testCase.path("owners"));
+        LoadDataStore<?> loadStore = store(loads);
+        LoadManagerContext context = proxy(LoadManagerContext.class, (method, args) -> switch (method.getName()) {
+            case "brokerConfiguration" -> conf;
+            case "brokerLoadDataStore" -> loadStore;
+            default -> throw new UnsupportedOperationException(method.getName());
+        });
+        String name = testCase.path("bundle").asText();
+        NamespaceBundle bundle = StubServices.bundle(LoadManagerShared.getNamespaceNameFromBundleName(name),
+                LoadManagerShared.getBundleRangeFromBundleName(name));
+        try (MetadataStoreExtended store = MetadataStoreExtended.create("memory:local",
+                MetadataStoreConfig.builder().build())) {
+            PulsarResources resources = pulsarResources(store);
+            writePolicies(testCase.path("policies"), resources);
+            StubServices.Pulsar pulsar = StubServices.broker(conf, StubServices.namespaces(Map.of(), List.of()),
+                    Map.of(), null);
+            StubServices.leader(pulsar, resources, null);
+            List<BrokerFilter> pipeline = new ExtensibleFilters(pulsar, channel).pipeline;
+            Map<String, BrokerLookupData> candidates = null;
+            List<String> failed = new ArrayList<>();
+            for (int pass = 0; pass < 2; pass++) {
+                candidates = new ConcurrentHashMap<>(available);
+                failed.clear();
+                for (BrokerFilter filter : pipeline) {
+                    try {
+                        filter.filterAsync(candidates, bundle, context).get(30, TimeUnit.SECONDS);
+                    } catch (ExecutionException e) {
+                        failed.add(filter.name());
+                    }
+                }
+            }
+            ArrayNode kept = result.putArray("candidates");
+            new TreeMap<>(candidates).keySet().forEach(kept::add);
+            ArrayNode failures = result.putArray("failed");
+            failed.forEach(failures::add);
+        }
+    }
+
+    /**
+     * The extensible load manager's broker filter pipeline and policy helpers, as ExtensibleLoadManagerImpl builds
+     * them at start: the anti-affinity helper reads the ownership channel and the failure domains (read once here,
+     * as its listenFailureDomainUpdate() does), the isolation helper reads the isolation policies through a
+     * SimpleResourceAllocationPolicies.
+     */
+    static final class ExtensibleFilters {
+        final AntiAffinityGroupPolicyHelper antiAffinity;
+        final IsolationPoliciesHelper isolation;
+        final List<BrokerFilter> pipeline;
+
+        ExtensibleFilters(StubServices.Pulsar pulsar, ServiceUnitStateChannel channel) throws Exception {
+            antiAffinity = new AntiAffinityGroupPolicyHelper(pulsar, channel);
+            LoadManagerShared.refreshBrokerToFailureDomainMap(pulsar,
+                    privateField(antiAffinity, "brokerToFailureDomainMap"));
+            isolation = new IsolationPoliciesHelper(new SimpleResourceAllocationPolicies(pulsar));
+            pipeline = List.of(
+                    new org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerLoadManagerClassFilter(),
+                    new BrokerMaxTopicCountFilter(),
+                    new org.apache.pulsar.broker.loadbalance.extensions.filter.BrokerVersionFilter(),
+                    new AntiAffinityGroupPolicyFilter(antiAffinity),
+                    new BrokerIsolationPoliciesFilter(isolation));
+        }
+    }
+
+    /** An ownership channel listing {@code owners} (bundle -> broker) as Owned, and answering isOwner from them. */
+    static ServiceUnitStateChannel ownershipChannel(JsonNode owners) {
+        Map<String, ServiceUnitStateData> owned = new LinkedHashMap<>();
+        owners.fields().forEachRemaining(e -> owned.put(e.getKey(),
+                new ServiceUnitStateData(ServiceUnitState.Owned, e.getValue().asText(), 1)));
+        return proxy(ServiceUnitStateChannel.class, (method, args) -> switch (method.getName()) {
+            case "getOwnershipEntrySet" -> owned.entrySet();
+            case "isOwner" -> args.length == 2 && owned.containsKey((String) args[0])
+                    && owned.get((String) args[0]).dstBroker().equals(args[1]);
+            default -> throw new UnsupportedOperationException(method.getName());
+        });
     }
 
     private static Map<UnloadDecision.Reason, Long> skips(UnloadCounter counter) {
@@ -541,7 +698,10 @@ public final class Harness {
         sorted.forEach(sortedNode::add);
     }
 
-    // --- the modular load manager's shedding cycle --------------------------------------------------------------
+    // --- the modular load manager: its shedding cycle and its placement -------------------------------------------
+
+    /** The cluster name the cases' policies are written under (generator.CLUSTER). */
+    private static final String CLUSTER = "dc1";
 
     /**
      * ModularLoadManagerImpl.doLoadShedding {@code "runs"} times on the case's LoadData, as the leader runs it each
@@ -551,16 +711,89 @@ public final class Harness {
      * placement strategy and its overload re-pick). Between runs the strategies hear onActiveBrokersChange, as from
      * the leader's updateAll; the LoadData does not change (nothing moves), except for the recently unloaded bundles.
      *
-     * <p>The manager is built without initialize(), whose fields get the values initialize() gives them, from an
-     * empty in-memory metadata store (no isolation, anti-affinity or failure-domain policies). The broker registry
-     * lists the case's brokers; the admin client records the unload calls. Case times are relative to
-     * {@code "now"} and are shifted to this JVM's clock.
+     * <p>The manager is built by {@link #modular}. The admin client records the unload calls.
      */
     static void cycle(JsonNode testCase, ObjectNode result) throws Exception {
+        List<String[]> unloadCalls = new ArrayList<>();
+        try (Modular modular = modular(testCase, unloadCalls)) {
+            ArrayNode runs = result.putArray("runs");
+            for (int run = 0; run < testCase.path("runs").asInt(); run++) {
+                modular.shedding.onActiveBrokersChange(new HashSet<>(modular.brokers));
+                modular.placement.onActiveBrokersChange(new HashSet<>(modular.brokers));
+                unloadCalls.clear();
+                modular.tieBreak.ties.clear();
+                modular.tieBreak.redraws = 0;
+                modular.selected.clear();
+                modular.manager.doLoadShedding();
+                ObjectNode runResult = runs.addObject();
+                ArrayNode unloads = runResult.putArray("unloads");
+                for (String[] call : unloadCalls) {
+                    ObjectNode unload = unloads.addObject();
+                    unload.put("bundle", call[0] + "/" + call[1]);
+                    unload.put("destination", call[2]);
+                }
+                runResult.put("ties", modular.tieBreak.ties.size());
+                runResult.put("redraws", modular.tieBreak.redraws);
+                runResult.put("selected", modular.selected.stream().mapToInt(Integer::intValue).sum());
+                runResult.set("state", state(modular.shedding));
+            }
+        }
+    }
+
+    /**
+     * A client's lookups of the case's {@code "bundles"}, in order, through ModularLoadManagerImpl's
+     * selectBrokerForAssignment: each pick is preallocated (its bundle data counts on the chosen broker, its range in
+     * the broker's namespace ranges), so the next lookup sees it. Bundles without bundle data get Pulsar's default
+     * (the metadata store has none). Answer: per bundle, the broker chosen (null: none).
+     */
+    static void placement(JsonNode testCase, ObjectNode result) throws Exception {
+        try (Modular modular = modular(testCase, new ArrayList<>())) {
+            modular.placement.onActiveBrokersChange(new HashSet<>(modular.brokers));
+            ArrayNode placements = result.putArray("placements");
+            for (JsonNode bundle : testCase.path("bundles")) {
+                NamespaceBundle serviceUnit = LoadManagerShared.getNamespaceBundle(modular.pulsar, bundle.asText());
+                ObjectNode placement = placements.addObject();
+                placement.put("bundle", bundle.asText());
+                placement.put("broker", modular.manager.selectBrokerForAssignment(serviceUnit).orElse(null));
+            }
+            result.put("ties", modular.tieBreak.ties.size());
+        }
+    }
+
+    /** A ModularLoadManagerImpl set up for one case, and what the harness reads back from it. */
+    static final class Modular implements AutoCloseable {
+        ModularLoadManagerImpl manager;
+        MetadataStoreExtended store;
+        StubServices.Pulsar pulsar;
+        List<String> brokers;
+        LoadSheddingStrategy shedding;
+        ModularLoadManagerStrategy placement;
+        TieBreak tieBreak;
+        final List<Integer> selected = new ArrayList<>();
+
+        @Override
+        public void close() throws Exception {
+            store.close();
+        }
+    }
+
+    /**
+     * A ModularLoadManagerImpl on the case's LoadData, built without initialize(): its fields get the values
+     * initialize() and the leader's updateBundleData give them (the strategies, SimpleResourceAllocationPolicies,
+     * the two broker filters, the failure-domain map, each broker's time averages and bundle ranges). Its
+     * PulsarService answers from one in-memory metadata store into which the case's {@code "policies"} are written
+     * first, as the admin API writes them ({@link #writePolicies}); the cluster is {@value #CLUSTER}. The broker
+     * registry lists the case's brokers; the admin client records unload calls into {@code unloadCalls}. Case times
+     * are relative to {@code "now"} and are shifted to this JVM's clock.
+     */
+    static Modular modular(JsonNode testCase, List<String[]> unloadCalls) throws Exception {
         ServiceConfiguration conf = config(testCase.path("config"));
+        conf.setClusterName(CLUSTER);
         LoadData given = loadData(testCase);
-        long shift = System.currentTimeMillis() - testCase.path("now").asLong();
+        long shift = System.currentTimeMillis() - testCase.path("now").asLong(System.currentTimeMillis());
+        Modular modular = new Modular();
         ModularLoadManagerImpl manager = new ModularLoadManagerImpl();
+        modular.manager = manager;
         LoadData loadData = privateField(manager, "loadData");
         for (String broker : brokerOrder(testCase)) {
             loadData.getBrokerData().put(broker, given.getBrokerData().get(broker));
@@ -568,20 +801,27 @@ public final class Harness {
         loadData.getBundleData().putAll(given.getBundleData());
         given.getRecentlyUnloadedBundles().forEach((bundle, at) ->
                 loadData.getRecentlyUnloadedBundles().put(bundle, at + shift));
-        try (MetadataStoreExtended store = MetadataStoreExtended.create("memory:local",
-                MetadataStoreConfig.builder().build())) {
-            cycle(testCase, manager, loadData, store, conf, result);
+        modular.store = MetadataStoreExtended.create("memory:local", MetadataStoreConfig.builder().build());
+        try {
+            build(testCase, modular, loadData, conf, unloadCalls);
+        } catch (Exception | LinkageError e) {
+            modular.close();
+            throw e;
         }
+        return modular;
     }
 
-    private static void cycle(JsonNode testCase, ModularLoadManagerImpl manager, LoadData loadData,
-                              MetadataStoreExtended store, ServiceConfiguration conf, ObjectNode result)
-            throws Exception {
+    private static void build(JsonNode testCase, Modular modular, LoadData loadData, ServiceConfiguration conf,
+                              List<String[]> unloadCalls) throws Exception {
+        ModularLoadManagerImpl manager = modular.manager;
         List<String> brokers = new ArrayList<>(new TreeMap<>(loadData.getBrokerData()).keySet());
-        List<String[]> unloadCalls = new ArrayList<>();
+        modular.brokers = brokers;
+        PulsarResources resources = pulsarResources(modular.store);
+        writePolicies(testCase.path("policies"), resources);
         StubServices.Pulsar pulsar = StubServices.broker(conf, StubServices.namespaces(Map.of(), List.of()),
                 Map.of(), null);
-        StubServices.leader(pulsar, pulsarResources(store), StubServices.admin(unloadCalls));
+        modular.pulsar = pulsar;
+        StubServices.leader(pulsar, resources, StubServices.admin(unloadCalls));
 
         ModularLoadManagerStrategy placement = ModularLoadManagerStrategy.create(conf);
         LoadSheddingStrategy shedding;
@@ -595,22 +835,36 @@ public final class Harness {
             shedding = (LoadSheddingStrategy) Class.forName(conf.getLoadBalancerLoadSheddingStrategy())
                     .getDeclaredConstructor().newInstance();
         }
+        modular.placement = placement;
+        modular.shedding = shedding;
         TieBreak tieBreak = new TieBreak(placement);
+        modular.tieBreak = tieBreak;
         StubServices.setField(ModularLoadManagerImpl.class, manager, "pulsar", pulsar);
         if (hasField(manager, "pulsarResources")) { // from 3.1
             StubServices.setField(ModularLoadManagerImpl.class, manager, "pulsarResources",
                     pulsar.getPulsarResources());
         }
+        if (hasField(manager, "bundlesCache")) { // before 3.1: the bundle data a lookup of an unseen bundle reads
+            StubServices.setField(ModularLoadManagerImpl.class, manager, "bundlesCache",
+                    modular.store.getMetadataCache(BundleData.class));
+            StubServices.setField(ModularLoadManagerImpl.class, manager, "resourceQuotaCache",
+                    modular.store.getMetadataCache(ResourceQuota.class));
+        }
         StubServices.setField(ModularLoadManagerImpl.class, manager, "conf", conf);
+        // The candidates in name order, as the planner keeps them: Pulsar's HashSet hands them to the round-robin
+        // selector of excluded namespaces, and to LeastResourceUsageWithWeight's sum, in hash order.
+        StubServices.setField(ModularLoadManagerImpl.class, manager, "brokerCandidateCache", new TreeSet<String>());
         StubServices.setField(ModularLoadManagerImpl.class, manager, "brokersData", registry(brokers));
         StubServices.setField(ModularLoadManagerImpl.class, manager, "placementStrategy", tieBreak);
         StubServices.setField(ModularLoadManagerImpl.class, manager, "policies",
                 new SimpleResourceAllocationPolicies(pulsar));
+        // initialize() reads the failure domains once (then on every change): the map the anti-affinity filter uses.
+        LoadManagerShared.refreshBrokerToFailureDomainMap(pulsar, privateField(manager, "brokerToFailureDomainMap"));
         if (hasField(manager, "sheddingExcludedNamespaceSelectionStrategy")) {
             StubServices.setField(ModularLoadManagerImpl.class, manager, "sheddingExcludedNamespaceSelectionStrategy",
                     new RoundRobinBrokerSelector());
         }
-        List<Integer> selected = new ArrayList<>();
+        List<Integer> selected = modular.selected;
         LoadSheddingStrategy counted = new LoadSheddingStrategy() { // counts what the strategy chose
             @Override
             public Multimap<String, String> findBundlesForUnloading(LoadData data, ServiceConfiguration config) {
@@ -643,36 +897,49 @@ public final class Harness {
             brokerData.setTimeAverageData(timeAverage);
             reloadBundleRanges(manager, broker, reported);
         }
+    }
 
-        ArrayNode runs = result.putArray("runs");
-        for (int run = 0; run < testCase.path("runs").asInt(); run++) {
-            shedding.onActiveBrokersChange(new HashSet<>(brokers));
-            placement.onActiveBrokersChange(new HashSet<>(brokers));
-            unloadCalls.clear();
-            tieBreak.ties.clear();
-            selected.clear();
-            manager.doLoadShedding();
-            ObjectNode runResult = runs.addObject();
-            ArrayNode unloads = runResult.putArray("unloads");
-            for (String[] call : unloadCalls) {
-                ObjectNode unload = unloads.addObject();
-                unload.put("bundle", call[0] + "/" + call[1]);
-                unload.put("destination", call[2]);
-            }
-            runResult.put("ties", tieBreak.ties.size());
-            runResult.put("selected", selected.stream().mapToInt(Integer::intValue).sum());
-            runResult.set("state", state(shedding));
+    /**
+     * The case's policies (the planner's ClusterPolicies JSON: {@code isolation}, {@code failure_domains},
+     * {@code anti_affinity_groups}) written into the metadata store through Pulsar's own resource classes, so each
+     * lands where, and as, that release's admin API stores it: the isolation policies as one
+     * {@code Map<String, NamespaceIsolationDataImpl>} at /admin/clusters/{cluster}/namespaceIsolationPolicies (read
+     * back in the case's order), each failure domain as a FailureDomainImpl at
+     * /admin/clusters/{cluster}/failureDomain/{name}, each anti-affinity group as the namespace's LocalPolicies at
+     * /admin/local-policies/{tenant}/{namespace} (where getNamespaceAntiAffinityGroup reads it).
+     */
+    static void writePolicies(JsonNode policies, PulsarResources resources) throws Exception {
+        JsonNode isolation = policies.path("isolation");
+        if (isolation.size() > 0) {
+            Map<String, NamespaceIsolationDataImpl> data = MAPPER.convertValue(isolation,
+                    new TypeReference<LinkedHashMap<String, NamespaceIsolationDataImpl>>() {
+                    });
+            data.values().forEach(NamespaceIsolationDataImpl::validate); // as the admin API refuses invalid ones
+            resources.getNamespaceResources().getIsolationPolicies().createIsolationData(CLUSTER, data);
+        }
+        for (Map.Entry<String, JsonNode> e : iterable(policies.path("failure_domains").fields())) {
+            FailureDomainImpl domain = MAPPER.treeToValue(e.getValue(), FailureDomainImpl.class);
+            resources.getClusterResources().getFailureDomainResources()
+                    .setFailureDomainWithCreate(CLUSTER, e.getKey(), old -> domain);
+        }
+        for (Map.Entry<String, JsonNode> e : iterable(policies.path("anti_affinity_groups").fields())) {
+            LocalPolicies local = new LocalPolicies(new LocalPolicies().bundles, null, e.getValue().asText());
+            resources.getLocalPolicies().setLocalPoliciesWithCreate(NamespaceName.get(e.getKey()), old -> local);
         }
     }
 
     /**
      * The configured placement strategy, made deterministic: where it draws its broker at random among equally good
      * ones (LeastLongTermMessageRate, LeastResourceUsageWithWeight: their {@code bestBrokers}), the lowest of them
-     * by name is returned instead. Otherwise its own answer (AvgShedder's planned destination).
+     * by name is returned instead. AvgShedder as placement draws at random too when it has no planned destination
+     * for the bundle among the candidates (the pipeline's filters, isolation policies among them, left it out): the
+     * lowest candidate by name is taken there as well, and remembered as AvgShedder remembers its draw
+     * ({@code redraws} counts them). Otherwise the strategy's own answer (AvgShedder's planned destination).
      */
     static final class TieBreak implements ModularLoadManagerStrategy {
         private final ModularLoadManagerStrategy strategy;
         private final List<List<String>> ties = new ArrayList<>();
+        private int redraws;
 
         TieBreak(ModularLoadManagerStrategy strategy) {
             this.strategy = strategy;
@@ -681,11 +948,22 @@ public final class Harness {
         @Override
         public Optional<String> selectBroker(Set<String> candidates, BundleData bundle, LoadData loadData,
                                              ServiceConfiguration conf) {
-            Optional<String> drawn = strategy.selectBroker(candidates, bundle, loadData, conf);
-            if (drawn.isEmpty() || !hasField(strategy, "bestBrokers")) {
-                return drawn;
-            }
             try {
+                if (strategy.getClass().getSimpleName().equals("AvgShedder") && !candidates.isEmpty()
+                        && hasField(strategy, "bundleBrokerMap")) {
+                    Map<BundleData, String> planned = privateField(strategy, "bundleBrokerMap");
+                    String destination = planned.get(bundle);
+                    if (destination == null || !candidates.contains(destination)) {
+                        redraws++;
+                        String lowest = Collections.min(candidates);
+                        planned.put(bundle, lowest);
+                        return Optional.of(lowest);
+                    }
+                }
+                Optional<String> drawn = strategy.selectBroker(candidates, bundle, loadData, conf);
+                if (drawn.isEmpty() || !hasField(strategy, "bestBrokers")) {
+                    return drawn;
+                }
                 List<String> among = new ArrayList<>(privateField(strategy, "bestBrokers"));
                 if (among.size() > 1) {
                     ties.add(among);
