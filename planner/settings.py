@@ -177,6 +177,27 @@ class ApprovalPolicy(BaseModel):
         (), description="`tenant/namespace` or shell patterns: a plan touching any of them goes to a person."
     )
     windows: tuple[TimeWindow, ...] = Field((), description="When it may approve; empty: at any time.")
+    allow_beside_broker_controllers: bool = Field(
+        False,
+        description="Approve plans made while the brokers' own load shedding or automatic bundle splitting is on "
+        "(the plan's `competing_controllers`); by default such a plan goes to a person.",
+    )
+
+
+class ClusterExecution(BaseModel):
+    """Per cluster: what executing its plans may do. The keys of its `clusters.toml` entry (the CLI), or of its
+    `pulsar_<cluster>` connection's extras (Airflow)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    allow_beside_broker_controllers: bool = Field(
+        False,
+        description="Execute while the brokers' own load shedding or automatic bundle splitting is on "
+        "(`loadBalancerSheddingEnabled`, `loadBalancerAutoBundleSplitEnabled`, under `loadBalancerEnabled`). "
+        "Off: the executor reads the brokers' configuration before it sends anything and again before each batch "
+        "of actions, and refuses to run beside them, since the brokers could move back or split what the plan "
+        "moves.",
+    )
 
 
 class Approver(BaseModel):
@@ -543,6 +564,13 @@ def reference_markdown() -> str:
             "CLI's `execute` options (same names), which win in that order.",
         ),
         (
+            "Per cluster",
+            ClusterExecution,
+            "",
+            "Keys of a cluster's entry in the CLI's clusters file, or extras of its `pulsar_<cluster>` connection in "
+            "Airflow; no environment variable sets them.",
+        ),
+        (
             "Local cluster (dev tools)",
             DevClusterSettings,
             ENV_PREFIX,
@@ -555,9 +583,8 @@ def reference_markdown() -> str:
         for name, field in model.model_fields.items():
             if name == "executor":
                 continue
-            lines.append(
-                f"| `{name}` | `{prefix}{name.upper()}` | {_default_text(field)} | {field.description or ''} |"
-            )
+            variable = f"`{prefix}{name.upper()}`" if prefix else "—"
+            lines.append(f"| `{name}` | {variable} | {_default_text(field)} | {field.description or ''} |")
     return "\n".join(lines) + "\n"
 
 

@@ -16,14 +16,22 @@ from planner.airflow.provider import CONNECTION_TYPE, UI_FIELD_BEHAVIOUR
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings
 from planner.errors import InputError, format_validation_error
-from planner.settings import ExecutorSettings, planner_settings
+from planner.settings import ClusterExecution, ExecutorSettings, planner_settings
 from planner.store.database import Store, default_database_url
 
 CONNECTION_PREFIX = "pulsar_"  # + the cluster's name
 STORE_CONNECTION = "pulsar_rebalance_db"
 
 # Extra fields of a `pulsar` connection besides the executor's settings (planner.settings.ExecutorSettings).
-CLUSTER_EXTRAS = ("auth", "ca_file", "verify_tls", "client_cert", "client_key", "allow_insecure_http_credentials")
+CLUSTER_EXTRAS = (
+    "auth",
+    "ca_file",
+    "verify_tls",
+    "client_cert",
+    "client_key",
+    "allow_insecure_http_credentials",
+    *ClusterExecution.model_fields,
+)
 # How the Airflow 2 form prefixed extra fields; still accepted.
 _FORM_PREFIX = f"extra__{CONNECTION_TYPE}__"
 
@@ -33,7 +41,8 @@ class PulsarAdminHook(BaseHook):
 
     Host: the admin URL (`https://host:port`; any broker or a proxy). Password: the token (or, with
     `auth = basic`, the password for Login). Extras: TLS (`ca_file`, `verify_tls`, `client_cert`,
-    `client_key`), `allow_insecure_http_credentials`, and the executor's settings for this cluster.
+    `client_key`), `allow_insecure_http_credentials`, `allow_beside_broker_controllers`, and the executor's settings
+    for this cluster.
     """
 
     conn_name_attr = "pulsar_conn_id"
@@ -91,6 +100,7 @@ class PulsarAdminHook(BaseHook):
                 client_cert=extras.get("client_cert"),
                 client_key=extras.get("client_key"),
                 allow_insecure_http_credentials=extras.get("allow_insecure_http_credentials", False),
+                **{key: extras[key] for key in ClusterExecution.model_fields if key in extras},
                 **({"max_response_bytes": extras["max_response_bytes"]} if "max_response_bytes" in extras else {}),
             )
         except ValidationError as error:

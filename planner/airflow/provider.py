@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from planner.settings import ExecutorSettings
+from planner.settings import ClusterExecution, ExecutorSettings
 
 PACKAGE = "pulsar-rebalance"
 CONNECTION_TYPE = "pulsar"
@@ -58,6 +58,11 @@ def connection_fields() -> dict[str, Any]:
             "label": "Allow credentials over plain http",
             "schema": {"type": ["boolean", "null"], "default": False},
             "description": "Only for a trusted network: send the token over http to a host that is not loopback.",
+        },
+        "allow_beside_broker_controllers": {
+            "label": "Execute beside the brokers' own shedding",
+            "schema": {"type": ["boolean", "null"], "default": False},
+            "description": ClusterExecution.model_fields["allow_beside_broker_controllers"].description,
         },
         **_executor_form_fields(),
     }

@@ -277,6 +277,7 @@ def execute_approved(
             executor_settings,
             actor=f"airflow:{decision.approver or decision.approver_id}",
             claim_wait=executor_settings.lease.total_seconds() + 30,
+            allow_beside_broker_controllers=admin.cluster_settings().allow_beside_broker_controllers,
         )
     return report.to_json()
 

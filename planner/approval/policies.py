@@ -6,7 +6,10 @@ policy of its cluster whose every rule holds, and that decision is audited as ap
 gate says why no policy matched. With no policy configured (the default) every plan goes to a person.
 
 Two plans never pass a policy, whatever its rules: an empty plan (nothing to approve), and a
-maintenance plan predicted to leave brokers over the overload threshold (a person must accept that).
+maintenance plan predicted to leave brokers over the overload threshold (a person must accept that). A plan made
+while the brokers' own load shedding or automatic bundle splitting was on (its cluster view's
+`competing_controllers`) passes only a policy that allows it (`allow_beside_broker_controllers`): two controllers
+would move the same bundles.
 A share rule holds only on traffic that is known: an unload without measured traffic, or a cluster total that
 is missing or zero, fails it with a reason saying what is unknown.
 
@@ -35,8 +38,12 @@ class RuleCheck:
     limit: Any
     value: Any
     holds: bool
+    # Said instead of the value and limit when the rule fails, where those alone would not say why.
+    why: str = ""
 
     def describe(self) -> str:
+        if self.why and not self.holds:
+            return f"{self.rule}: {self.why}"
         return f"{self.rule} {self.value} (limit {self.limit})"
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +134,14 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
     if plan.maintenance is not None:
         over = list(plan.maintenance.over_capacity)
         checks.append(RuleCheck("overCapacity", [], over, not over))
+    competing = list(plan.cluster_view.competing_controllers) if plan.cluster_view is not None else []
+    if competing:
+        allowed = policy.allow_beside_broker_controllers
+        why = (
+            f"the brokers' own load balancing is still on ({', '.join(competing)}): it would act on the same bundles "
+            "as this plan; turn it off, or set allow_beside_broker_controllers in the policy"
+        )
+        checks.append(RuleCheck("brokerControllers", "allowed" if allowed else "off", competing, allowed, why))
     if policy.strategies is not None:
         checks.append(
             RuleCheck("strategies", list(policy.strategies), plan.strategy, plan.strategy in policy.strategies)

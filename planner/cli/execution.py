@@ -131,6 +131,8 @@ def command_execute(args: argparse.Namespace) -> None:
             actor=f"cli:{getpass.getuser()}",
             claim_wait=args.wait_for_claim,
             ignore_windows=args.ignore_windows,
+            # The plan's cluster entry decides (an --admin-url alone never allows it).
+            allow_beside_broker_controllers=cluster_settings(args).allow_beside_broker_controllers,
         )
     print_json(report.to_json())
 

@@ -12,6 +12,9 @@ a file that holds the token or password.
     # client_cert = "/etc/ssl/planner.pem"   # and client_key, for brokers that authenticate by TLS certificate
     # allow_insecure_http_credentials = true   # only if a token must go over plain http to another host
     max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
+    # allow_beside_broker_controllers = true   # execute even while the brokers' own shedding or splitting is on
+
+The entry's execution keys (`planner.settings.ClusterExecution`) are listed in docs/settings.md.
 
 Inside Airflow, Connections provide the same fields (wired by the DAGs).
 """
@@ -23,15 +26,17 @@ import tomllib
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from planner.collect.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient
 from planner.errors import InputError, format_validation_error
 from planner.names import check_name
-from planner.settings import planner_settings
+from planner.settings import ClusterExecution, planner_settings
 
 
-class ClusterSettings(BaseModel):
+class ClusterSettings(ClusterExecution):
+    """A cluster's admin API and credentials, and what executing its plans may do (`ClusterExecution`)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Annotated[str, AfterValidator(lambda name: check_name(name, "cluster name"))]

@@ -17,6 +17,10 @@ class ExecutionEvent(StrEnum):
     ROLLED_BACK = "plan.rolled-back"  # recorded on the plan a starting rollback ends
     EXPIRED = "plan.expired"
     FINISHED = "plan.execution-finished"
+    # The brokers' own shedding or splitting is on (or cannot be told): the run sends nothing (more).
+    BROKER_CONTROLLERS_ON = "plan.broker-controllers-on"
+    # A destination the cluster's policies in force forbid: the unload is not sent (its attempt is `skipped`).
+    DESTINATION_REFUSED = "action.destination-refused"
     EVIDENCE_MISSING = "action.evidence-missing"
     IN_PROGRESS = "action.in-progress"  # a reconciliation found the request still being carried out
     FENCES = "drain.fences"

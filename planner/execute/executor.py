@@ -16,9 +16,14 @@ How each promise is kept:
   rows that run (the columns the calls are made from, in order). A plan starts only within its TTL;
   a started execution may continue or be resumed for `resume_window` more, and nothing is sent after that.
 - **Re-checked against the live cluster.** Before each action: the bundle exists, and the checks of its kind
-  (an unload's bundle is owned by the planned source, its destination an active broker). Calls are paced, at
-  most `max_actions` per run, and the run stops after `max_failures` failed actions. An action whose
-  destination is down is deferred: the plan ends partial and a rerun performs it.
+  (an unload's bundle is owned by the planned source, its destination an active broker that the cluster's
+  policies in force allow: `planner.execute.declared`). Calls are paced, at most `max_actions` per run, and the
+  run stops after `max_failures` failed actions. An action whose destination is down, or whose destination cannot be
+  checked, is deferred: the plan ends partial and a rerun performs it.
+- **Not beside the brokers' own controllers.** A run reads the brokers' configuration before it sends anything and
+  again with each batch of actions; while their own load shedding or automatic bundle splitting is on (or cannot be
+  told), it sends nothing more, unless the cluster's settings allow running beside them
+  (`allow_beside_broker_controllers`).
 Every attempt, reconciliation and decision is written to the audit log (`planner.execute.events`).
 """
 
@@ -55,7 +60,7 @@ from planner.lifecycle import (
     PlanStatus,
     advance,
 )
-from planner.plan.document import MaintenanceDocument
+from planner.plan.document import ClusterView, MaintenanceDocument
 from planner.plan.maintenance import MaintenanceMode
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.load_manager_shared import is_pinned_namespace
@@ -116,6 +121,8 @@ class _ClaimedPlan:
     fenced: list[str]  # a drain's brokers
     unfenced: list[str]  # a fill's brokers, or those of the drain a rollback undoes
     rolls_back: int | None
+    # The brokers' own controllers the plan saw on when it was made (its cluster view), for the audit log.
+    planned_controllers: tuple[str, ...] = ()
 
 
 def _refuse_unless_executable(plan: Plan) -> None:
@@ -149,6 +156,17 @@ def _maintenance_of(plan: Plan) -> MaintenanceDocument | None:
         raise InputError(format_validation_error(error, f"plan {plan.id} maintenance")) from None
 
 
+def _planned_controllers(plan: Plan) -> tuple[str, ...]:
+    """The brokers' own controllers the plan's cluster view saw on; none for plans made before it was recorded."""
+    stored = plan.details.get("clusterView")
+    if not stored:
+        return ()
+    try:
+        return ClusterView.model_validate(stored).competing_controllers
+    except ValidationError as error:
+        raise InputError(format_validation_error(error, f"plan {plan.id} clusterView")) from None
+
+
 def _fence_changes(session: Session, maintenance: MaintenanceDocument | None) -> tuple[list[str], list[str]]:
     """The brokers to fence (a drain's) and those whose fences to lift (a fill's, or the drain's a rollback undoes)."""
     if maintenance is None:
@@ -178,6 +196,7 @@ def _claimed_plan(store: Store, approved: _Approved, actor: str) -> _ClaimedPlan
             fenced=fenced,
             unfenced=unfenced,
             rolls_back=maintenance.rolls_back if maintenance is not None and maintenance.mode == "rollback" else None,
+            planned_controllers=_planned_controllers(plan),
         )
         matches = rows_hash(session, approved.plan_id) == approved.actions_hash == plan.actions_hash
         if not matches:
@@ -211,11 +230,14 @@ class _Run:
         now: Callable[[], datetime],
         sleep: Callable[[float], None],
         actions: Sequence[ExecutableAction] = (),
+        allow_beside_broker_controllers: bool = False,
     ) -> None:
         self.lease, self.store, self.claim, self.live = lease, lease.store, lease.claim, live
         self.cluster = live.cluster
         self.actions = tuple(actions)  # the plan's, in order
         self.settings, self.deadline, self.actor, self.now, self.sleep = settings, deadline, actor, now, sleep
+        self.allow_beside_broker_controllers = allow_beside_broker_controllers
+        self._controllers_refused = False  # audited once per run
 
     def write(self, change: Callable[[Session], T]) -> T:
         return self.lease.write(change)
@@ -249,6 +271,9 @@ class _Run:
                 **details,
             )
         )
+
+    def record(self, action: ExecutableAction, event: ExecutionEvent, **details: object) -> None:
+        self.write(lambda session: self._audit(session, event.value, action, **details))
 
     def _audit_plan(self, event: ExecutionEvent, **details: Any) -> None:
         self.write(
@@ -370,8 +395,28 @@ class _Run:
             results |= unfence(self.live.client, self.cluster, unfenced) if unfenced else {}
         except AdminError as error:
             results = dict.fromkeys([*fenced, *unfenced], f"fence not changed: {error}")
+        # The fences are isolation policies: the destinations are checked against the policies as they are now.
+        self.live.declared.forget()
         self._audit_plan(ExecutionEvent.FENCES, fences=results)
         return results
+
+    # --- the brokers' own controllers -----------------------------------------------------------
+
+    def controllers_refusal(self, planned: Sequence[str] = ()) -> str | None:
+        """Why this run must send nothing (more): the brokers' own load shedding or automatic bundle splitting is on,
+        or cannot be told, and the cluster's settings do not allow running beside them (audited once per run).
+        None: it may go on. Read at most once per batch of actions (`planner.execute.declared`)."""
+        if self.allow_beside_broker_controllers:
+            return None
+        seen = self.live.declared.controllers()
+        if seen.clear:
+            return None
+        if not self._controllers_refused:
+            self._controllers_refused = True
+            self._audit_plan(
+                ExecutionEvent.BROKER_CONTROLLERS_ON, seen=seen.to_json(), planned=list(planned), reason=seen.describe()
+            )
+        return seen.describe()
 
     def still_owned(self, brokers: list[str]) -> dict[str, list[str]] | None:
         """What the drained brokers own now, heartbeat and SLA-monitor bundles (pinned by Pulsar) aside (a broker
@@ -526,6 +571,7 @@ def execute_plan(
     holder: str | None = None,
     claim_wait: float = 0.0,
     ignore_windows: bool = False,
+    allow_beside_broker_controllers: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
 ) -> ExecutionReport:
@@ -535,6 +581,9 @@ def execute_plan(
     extend them, and actions start only within its execution windows unless `ignore_windows` (audited).
     `claim_wait`: seconds to wait for a claim another run holds (a retried task after a crash waits for
     the dead run's lease to expire); without it, a claimed plan or cluster is refused at once.
+    `allow_beside_broker_controllers`: the cluster's setting (`planner.settings.ClusterExecution`); without it, a run
+    finding the brokers' own load shedding or bundle splitting on is refused before it sends anything (InputError),
+    and one finding it switched on during the execution starts no further action.
     """
     holder = holder or default_holder(actor)
     approved = _approved(store, plan_id)
@@ -548,9 +597,16 @@ def execute_plan(
         # A new execution must start within the TTL; a started one may run, or be resumed, for the window more.
         deadline = plan.created + settings.ttl + settings.resume_window
         live = LiveCluster(client, approved.cluster)
-        run = _Run(Lease(store, claim, settings.lease, now), live, settings, deadline, actor, now, sleep, plan.actions)
+        lease = Lease(store, claim, settings.lease, now)
+        run = _Run(lease, live, settings, deadline, actor, now, sleep, plan.actions, allow_beside_broker_controllers)
         if now() > (plan.created + settings.ttl if plan.started is None else deadline):
             return _expire(run, report, plan.created)
+        refusal = run.controllers_refusal(plan.planned_controllers)
+        if refusal is not None:
+            raise InputError(
+                f"plan {plan_id}: {refusal}. This run sent nothing: turn them off, or set "
+                f"allow_beside_broker_controllers = true in cluster {approved.cluster}'s settings to run beside them"
+            )
         _begin(run, approved, plan, ignore_windows)
         if plan.fenced or plan.unfenced:
             report.fences = run.change_fences(plan.fenced, plan.unfenced)
@@ -631,6 +687,10 @@ def _begin(run: _Run, approved: _Approved, plan: _ClaimedPlan, ignore_windows: b
                 settings=run.settings.model_dump(mode="json"),
                 binding=approved.binding.model_dump(mode="json"),
                 ignoreWindows=ignore_windows,
+                # The brokers' own controllers: on when the plan was made, and whether the cluster allows running
+                # beside them (then this run did not stop for them).
+                plannedControllers=list(plan.planned_controllers),
+                allowBesideBrokerControllers=run.allow_beside_broker_controllers,
             )
         )
 
@@ -695,12 +755,16 @@ def _perform(run: _Run, report: ExecutionReport, windows: Sequence[ExecutionWind
 
 
 def _held_back(run: _Run, windows: Sequence[ExecutionWindow], failures: int, performed: int) -> str | None:
-    """Why a fresh action does not start in this run: a budget is spent or the approved windows closed."""
+    """Why a fresh action does not start in this run: a budget is spent, the approved windows closed, or the brokers'
+    own controllers were switched on meanwhile."""
     if failures >= run.settings.max_failures or performed >= run.settings.max_actions:
         return "stopped: too many failures" if failures else "max actions per run reached"
     if not is_open(windows, run.now()):
         opening = next_opening(windows, run.now())
         return f"the approved execution windows closed (next opening {opening:%Y-%m-%d %H:%M} UTC)"
+    refusal = run.controllers_refusal()
+    if refusal is not None:
+        return f"not started: {refusal}"
     return None
 
 

@@ -6,6 +6,7 @@ import functools
 import itertools
 
 from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.execute.declared import DeclaredNow
 from planner.pulsar.bundle_range import BundleName
 from planner.pulsar.versions import PulsarVersion
 
@@ -23,6 +24,8 @@ class LiveCluster:
     def __init__(self, client: PulsarAdminClient, cluster: str) -> None:
         self.client = client
         self.cluster = cluster
+        # The policies and the brokers' own controllers as the cluster declares them now, read once per batch.
+        self.declared = DeclaredNow(client, cluster)
 
     def active_brokers(self) -> list[str]:
         return self.client.active_brokers(self.cluster)

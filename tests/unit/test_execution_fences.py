@@ -119,9 +119,12 @@ def test_the_executor_enforces_the_windows_the_approval_bound(store, monkeypatch
         execute_plan(store, client, plan_id, ExecutorSettings())
     assert attempts(store, plan_id) == [] and show_plan(store, plan_id).status == "approved"
     assert len(events(store, "plan.outside-windows", plan_id)) == 1
-    # Set aside explicitly: the run goes on (here to a cluster nobody answers for), and the trail says so.
+    # Set aside explicitly: the run goes on (here to a cluster nobody answers for, whose controllers are not asked
+    # about), and the trail says so.
     with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
-        report = execute_plan(store, client, plan_id, ExecutorSettings(), ignore_windows=True)
+        report = execute_plan(
+            store, client, plan_id, ExecutorSettings(), ignore_windows=True, allow_beside_broker_controllers=True
+        )
     assert report.status == "partial"
     [ignored] = events(store, "plan.windows-ignored", plan_id)
     assert ignored.details["open"] is False and ignored.details["windows"]
@@ -134,7 +137,9 @@ def test_a_plan_approved_under_an_open_window_stops_when_it_closes(store, monkey
     plan_id = approve(store, committed(store, actions=[unload(), unload("t/ns/0x80000000_0xffffffff")]))
     clock = iter([now + timedelta(seconds=step) for step in range(0, 7200, 1200)] + [now + timedelta(hours=3)] * 50)
     with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
-        report = execute_plan(store, client, plan_id, ExecutorSettings(), now=lambda: next(clock))
+        report = execute_plan(
+            store, client, plan_id, ExecutorSettings(), now=lambda: next(clock), allow_beside_broker_controllers=True
+        )
     assert any("windows closed" in reason for reason in report.reasons.values()), report.to_json()
 
 
@@ -182,8 +187,9 @@ def test_a_rollback_ends_the_plan_it_undoes(store):
     rollback = {"mode": "rollback", "rollsBack": original}
     back = unload(source="b:8080", destination="a:8080")
     undo = approve(store, committed(store, actions=[back], run_key="undo", strategy="rollback", maintenance=rollback))
+    # A cluster nobody answers for: its brokers' controllers are not asked about.
     with PulsarAdminClient(NO_CLUSTER, timeout=(0.5, 0.5)) as client:
-        execute_plan(store, client, undo, ExecutorSettings())
+        execute_plan(store, client, undo, ExecutorSettings(), allow_beside_broker_controllers=True)
         assert show_plan(store, original).status == "rolled-back"
         [ended] = events(store, "plan.rolled-back", original)
         assert ended.details["rolledBackBy"] == undo
@@ -194,10 +200,10 @@ def test_a_rollback_ends_the_plan_it_undoes(store):
             store, committed(store, actions=[back], run_key="undo-2", strategy="rollback", maintenance=rollback)
         )
         with pytest.raises(InputError, match=f"plan {undo} already rolled back"):
-            execute_plan(store, client, again, ExecutorSettings())
+            execute_plan(store, client, again, ExecutorSettings(), allow_beside_broker_controllers=True)
         # The rollback itself may be resumed: it ended the original, not itself.
         assert show_plan(store, undo).status == "partial"
-        execute_plan(store, client, undo, ExecutorSettings())
+        execute_plan(store, client, undo, ExecutorSettings(), allow_beside_broker_controllers=True)
 
 
 # --- an unanswered request settles from its end, past the broker's unload timeout ------------------------------
@@ -230,6 +236,19 @@ class SlowBroker(PulsarAdminClient):
         return [0, 0x80000000, 0xFFFFFFFF]
 
     def isolation_policies(self, cluster):
+        return {}
+
+    def failure_domains(self, cluster):
+        return {}
+
+    def anti_affinity_group(self, namespace):
+        return None
+
+    def dynamic_configuration(self):
+        # The brokers' own shedding and splitting off, as the executor requires.
+        return {"loadBalancerSheddingEnabled": "false", "loadBalancerAutoBundleSplitEnabled": "false"}
+
+    def runtime_configuration_of(self, broker_id):
         return {}
 
     def owned_bundles(self, cluster, broker_id):

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from planner.actions import ActionKind
 from planner.collect.admin_client import PulsarAdminClient
+from planner.execute.events import ExecutionEvent
 from planner.execute.live import LiveCluster
 from planner.lifecycle import AttemptStatus
 from planner.settings import ExecutorSettings
@@ -54,6 +55,10 @@ class ActionContext(Protocol):
 
     def pause(self, seconds: float) -> None:
         """Sleep, keeping the claim's lease."""
+        ...
+
+    def record(self, action: ExecutableAction, event: ExecutionEvent, **details: object) -> None:
+        """Write an event about `action` to the audit log."""
         ...
 
 

@@ -7,6 +7,8 @@ import time
 
 from planner.actions import ActionKind
 from planner.collect.admin_client import PulsarAdminClient
+from planner.execute.declared import PoliciesUnreadableError
+from planner.execute.events import ExecutionEvent
 from planner.execute.fence import fence_name
 from planner.execute.kinds.protocol import ActionContext, Seen, Verdict
 from planner.failpoints import failpoint
@@ -20,7 +22,8 @@ class Unload:
     unloads_bundle = True
 
     def precheck(self, action: ExecutableAction, run: ActionContext) -> Verdict | None:
-        """Still on the planned source, and the destination active, not fenced, and not about to be taken."""
+        """Still on the planned source, and the destination active, allowed by the cluster's policies in force (not
+        fenced among them), and not about to be taken."""
         brokers = run.live.active_brokers()
         owner = run.live.owner(action.bundle, brokers)
         if owner != action.source:
@@ -33,9 +36,9 @@ class Unload:
         if action.destination not in brokers:
             # Not done: a rerun once the destination is back performs it (the bundle is still on its source).
             return AttemptStatus.DEFERRED, f"destination {action.destination} is not an active broker"
-        if fence_name(action.destination) in run.live.client.isolation_policies(run.live.cluster):
-            # A plan made before (or beside) a drain must not refill the broker being emptied.
-            return AttemptStatus.SKIPPED, f"destination {action.destination} is fenced: it is being drained"
+        refused = self._refused_by_policies(action, action.destination, brokers, run)
+        if refused is not None:
+            return refused
         waiting = self._destination_waiting_on_the_range(action, run)
         if waiting is not None:
             # Not done: a rerun sends it once the other bundle is owned (its destination taken up).
@@ -44,6 +47,27 @@ class Unload:
                 "destination by range alone, so this unload would replace that one's destination"
             )
         return None
+
+    def _refused_by_policies(
+        self, action: ExecutableAction, destination: str, brokers: list[str], run: ActionContext
+    ) -> Verdict | None:
+        """The destination checked against the cluster's policies as they are now (Pulsar checks none of them for a
+        named destination: `planner.execute.declared`). Fails closed: policies that cannot be read defer the action."""
+        declared = run.live.declared
+        try:
+            if fence_name(destination) in declared.policies().isolation:
+                # A plan made before (or beside) a drain must not refill the broker being emptied.
+                return AttemptStatus.SKIPPED, f"destination {destination} is fenced: it is being drained"
+            refusal = declared.destination_refusal(action.bundle, destination, brokers)
+        except PoliciesUnreadableError as error:
+            # Not done: a rerun sends it once the policies can be read and allow it.
+            return AttemptStatus.DEFERRED, (
+                f"not sent: the cluster's policies could not be read to check destination {destination} ({error})"
+            )
+        if refusal is None:
+            return None
+        run.record(action, ExecutionEvent.DESTINATION_REFUSED, refusal=refusal)
+        return AttemptStatus.SKIPPED, f"refused: the cluster's policies now forbid {destination}: {refusal}"
 
     def _destination_waiting_on_the_range(self, action: ExecutableAction, run: ActionContext) -> str | None:
         """Before Pulsar 4.2 the destination of an unload waits, keyed by bundle range, for the bundle's next
