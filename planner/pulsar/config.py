@@ -11,10 +11,11 @@ import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from planner.errors import InputError, format_validation_error
 from planner.pulsar.versions import PulsarVersion
@@ -197,6 +198,12 @@ class PulsarConfig(BaseModel):
         return frozenset(field.alias for field in cls.model_fields.values() if field.alias)
 
     @classmethod
+    def parse_value(cls, key: str, value: object) -> object:
+        """One key's value as the config would hold it, checked as `from_settings` checks it (ValidationError when
+        refused). For telling apart values that are equal as the brokers read them (`30` and `30.0`)."""
+        return _key_adapter(key).validate_python(value)
+
+    @classmethod
     def from_settings(cls, settings: Mapping[str, Any] | None = None, *, source: str = "settings") -> PulsarConfig:
         """Build a config from Pulsar keys; unknown keys are warned about and ignored, bad values refused."""
         settings = dict(settings or {})
@@ -274,6 +281,14 @@ class PulsarConfig(BaseModel):
     @property
     def shedding_grace_period_millis(self) -> int:
         return self.shedding_grace_period_minutes * 60 * 1000
+
+
+@cache
+def _key_adapter(key: str) -> TypeAdapter[Any]:
+    """The validator of one key's field, constraints and parsing (Java booleans, comma-separated sets) included."""
+    [field] = [field for field in PulsarConfig.model_fields.values() if field.alias == key]
+    annotation: Any = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    return TypeAdapter(annotation)
 
 
 def parse_assignments(assignments: Iterable[str], option: str = "--set") -> dict[str, str]:

@@ -11,6 +11,19 @@ _VERSION_PATTERN = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?(?:[-.].*)?")
 LATEST = "4.2.4"
 OLDEST_SUPPORTED = (3, 0, 0)
 
+# What a `pulsarVersion` without a patch level (`3.0`) means: the newest release of that line the planner compared
+# with Pulsar's own classes (docs/fidelity.md, "Configuration and release from the cluster", lists the same table;
+# a test keeps the two equal). A line missing here is refused: 4.1.x is not on Maven Central to compare.
+RELEASE_LINES: dict[tuple[int, int], str] = {
+    (3, 0): "3.0.7",
+    (3, 1): "3.1.2",
+    (3, 2): "3.2.3",
+    (3, 3): "3.3.6",
+    (4, 0): "4.0.8",
+    (4, 2): "4.2.4",
+    (5, 0): "5.0.1",  # read in the 5.0.1 jar, not run by the harness (docs/fidelity.md, "Releases compared")
+}
+
 
 @dataclass(frozen=True, order=True, slots=True)
 class PulsarVersion:
@@ -20,17 +33,31 @@ class PulsarVersion:
 
     @classmethod
     def parse(cls, text: str) -> PulsarVersion:
-        """`4.2.4`, `3.0` or `latest` (the newest release line this planner knows)."""
+        """`4.2.4`, `latest` (the newest release this planner knows), or a release line such as `3.0`: the newest
+        release of that line the planner compared (`RELEASE_LINES`); a line it did not compare is refused."""
         text = text.strip()
         if text.lower() in {"latest", ""}:
             text = LATEST
         match = _VERSION_PATTERN.fullmatch(text)
         if match is None:
             raise ValueError(f"{text!r} is not a Pulsar version like 4.2.4 or 3.0")
-        version = cls(int(match.group(1)), int(match.group(2)), int(match.group(3) or 0))
-        if version.as_tuple() < OLDEST_SUPPORTED:
+        major, minor = int(match.group(1)), int(match.group(2))
+        if (major, minor, int(match.group(3) or 0)) < OLDEST_SUPPORTED:
             raise ValueError(f"Pulsar {text} is not supported; the planner models 3.0.0 and later")
-        return version
+        if match.group(3) is None:
+            return cls._of_line(text, major, minor)
+        return cls(major, minor, int(match.group(3)))
+
+    @classmethod
+    def _of_line(cls, text: str, major: int, minor: int) -> PulsarVersion:
+        release = RELEASE_LINES.get((major, minor))
+        if release is None:
+            known = ", ".join(f"{line[0]}.{line[1]}" for line in sorted(RELEASE_LINES))
+            raise ValueError(
+                f"{text!r} names no release: the planner compared no release of the {major}.{minor} line "
+                f"(lines it did: {known}); give the exact release, such as {major}.{minor}.0"
+            )
+        return cls.parse(release)
 
     @classmethod
     def parse_prefix(cls, text: str) -> PulsarVersion:
