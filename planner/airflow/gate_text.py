@@ -2,8 +2,10 @@
 
 The wording lives in the templates; this module picks one and hands it the plan. Three texts: the plan in one line
 (the gate's subject, and every notification's), the plan's summary in Markdown (the commit task's XCom), and what
-the gate asks the reviewer (the summary, the action hash the decision binds, and why no approval policy approved the
-plan). Jinja comes with the airflow extra, as does everything that shows these texts.
+the gate asks the reviewer (the summary, the configuration and release the plan used where it differs from Pulsar's
+defaults, the action hash the decision binds, and why no approval policy approved the plan). The summary opens with
+a warning when the brokers' own load shedding or splitting was on beside what the plan does. Jinja comes with the
+airflow extra, as does everything that shows these texts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from functools import cache
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
+from planner.plan.configuration import controller_text, release_text, shown_configuration
 from planner.plan.document import PlanDocument
 
 
@@ -66,4 +69,7 @@ def _environment() -> Environment:
     )
     environment.filters["fixed"] = _fixed
     environment.filters["measured"] = _measured
+    environment.filters["controller"] = controller_text
+    environment.filters["release_text"] = release_text
+    environment.filters["shown_configuration"] = shown_configuration
     return environment

@@ -1,6 +1,8 @@
 """One cluster's plan from the load the Spark job averaged and what the store knows of the cluster: a maintenance
 plan when one was asked for, else the plan of the load manager its brokers run (TransferShedder's on the
-extensible one, the requested strategy's on ModularLoadManagerImpl). Pure: the job calls it per cluster.
+extensible one, the requested strategy's on ModularLoadManagerImpl). Every kind is made with the configuration and
+release the cluster declared at its latest snapshot, under the team's explicit settings
+(`planner.plan.configuration`), and records them in its cluster view. Pure: the job calls it per cluster.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.plan.configuration import plan_configuration
 from planner.plan.document import PlanDocument
 from planner.plan.extensible import extensible_load_data, moving_average
 from planner.plan.maintenance import maintenance_plan
@@ -15,6 +18,7 @@ from planner.plan.planning import make_plan, make_transfer_plan
 from planner.plan.request import ClusterInputs
 from planner.plan.usage_model import UsageModels
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.model import LoadData
 
 
@@ -42,15 +46,40 @@ def plan_cluster(
 ) -> PlanDocument:
     """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same."""
     load_data = load.load_data
-    config = PulsarConfig.from_settings(inputs.settings, source=f"settings of {cluster}")
+    # The team's settings over the cluster's own configuration and release over Pulsar's defaults.
+    configuration = plan_configuration(cluster, inputs.settings, inputs.declarations)
+    config = configuration.config
     # The policies the latest snapshot read (None: it read none); placement, shedding and maintenance follow them.
     policies = inputs.declarations.policies if inputs.declarations is not None else None
     if inputs.maintenance is not None:
-        return maintenance_plan(
+        plan = maintenance_plan(
             cluster, load_data, config, inputs.maintenance, usage_models, inputs.owned_bundles, policies=policies
         )
+        return configuration.record(plan, config, load_data.brokers)
+    snapshot_keys = []
     if inputs.load_manager:  # what the brokers run, as the latest snapshot found
         config = config.with_settings({"loadManagerClassName": inputs.load_manager}, source=f"settings of {cluster}")
+        snapshot_keys.append("loadManagerClassName")
+    return configuration.record(
+        _plan_of_load_manager(cluster, load, inputs, strategy, config, policies, now_millis, usage_models),
+        config,
+        load_data.brokers,
+        snapshot_keys,
+    )
+
+
+def _plan_of_load_manager(
+    cluster: str,
+    load: ClusterLoad,
+    inputs: ClusterInputs,
+    strategy: str,
+    config: PulsarConfig,
+    policies: ClusterPolicies | None,
+    now_millis: int,
+    usage_models: UsageModels | None,
+) -> PlanDocument:
+    """The requested strategy's plan on ModularLoadManagerImpl, TransferShedder's on the extensible load manager."""
+    load_data = load.load_data
     if not config.extensible:
         return make_plan(
             cluster,

@@ -25,6 +25,7 @@ from planner.audit.review.charts import history_chart, plan_chart
 from planner.audit.review.views import PlanView, cluster_history, drain_progress, page_json, read_plan_view
 from planner.dag_ids import cluster_of_dag
 from planner.errors import InputError, NotFoundError
+from planner.plan.configuration import controller_text, mixed_releases_text, release_source_text, shown_configuration
 from planner.plan.document import MaintenanceDocument
 from planner.plan.maintenance import MaintenanceMode
 from planner.store.clusters import cluster_names
@@ -44,6 +45,9 @@ DRAIN_HISTORY_BEFORE = timedelta(hours=1)
 _templates = Environment(loader=PackageLoader("planner.audit.review", "templates"), autoescape=select_autoescape())
 _templates.filters["number"] = lambda value, digits=1: "—" if value is None else f"{value:,.{digits}f}"
 _templates.filters["as_json"] = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)
+_templates.filters["release_source"] = release_source_text
+_templates.filters["mixed_releases"] = mixed_releases_text
+_templates.filters["controller"] = controller_text
 
 
 def _day(name: str, value: str | None) -> date | None:
@@ -205,7 +209,17 @@ def create_app(
             else None
         )
         plan = view.to_json()
-        return render(request, "plan.html", plan=plan, chart=chart, measured=measured or {}, progress=progress)
+        cluster_view = document.cluster_view
+        return render(
+            request,
+            "plan.html",
+            plan=plan,
+            chart=chart,
+            measured=measured or {},
+            progress=progress,
+            cluster_view=cluster_view,
+            configuration=shown_configuration(cluster_view) if cluster_view is not None else [],
+        )
 
     @app.get("/plans/{plan_id}/download")
     def plan_download(plan_id: int, readable: frozenset[str] | None = readable_dependency) -> Response:
