@@ -170,7 +170,12 @@ def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
             {
                 # On a cluster of the extensible load manager the plan is TransferShedder's, whatever this says.
                 "strategy": Param("AvgShedder", enum=[s.name for s in MODULAR_STRATEGIES]),
-                "settings": Param({}, type="object", description="Pulsar configuration keys, e.g. maxUnloadPercentage"),
+                "settings": Param(
+                    {},
+                    type="object",
+                    description="Pulsar configuration keys over the cluster's own, e.g. maxUnloadPercentage; "
+                    "empty: the brokers' configuration and release as the latest collect read them",
+                ),
                 "recompute_averages": Param(
                     False,
                     type="boolean",
@@ -208,7 +213,12 @@ def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
                     description="Broker ids (host:port). Fill with none: the brokers owning nothing (newly joined).",
                 ),
                 "max_moves": Param(None, type=["integer", "null"], minimum=1, description="Fill: unloads at most"),
-                "settings": Param({}, type="object", description="Pulsar configuration keys (overload threshold)"),
+                "settings": Param(
+                    {},
+                    type="object",
+                    description="Pulsar configuration keys over the cluster's own (overload threshold); empty: the "
+                    "brokers' own",
+                ),
             },
         )
     )

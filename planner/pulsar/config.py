@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, TypeAdapter, ValidationError
 
 from planner.errors import InputError, format_validation_error
 from planner.pulsar.versions import PulsarVersion
@@ -85,7 +85,8 @@ class PulsarConfig(BaseModel):
 
     model_config = ConfigDict(populate_by_name=True, frozen=True, extra="forbid", validate_default=True)
 
-    pulsar_version: Annotated[PulsarVersion, BeforeValidator(_version)] = Field(
+    # Written as the release it names (`3.0.7`), so a config's keys read back as settings (`plan run --set`).
+    pulsar_version: Annotated[PulsarVersion, BeforeValidator(_version), PlainSerializer(str, when_used="json")] = Field(
         default=PulsarVersion.parse("latest"), alias="pulsarVersion"
     )
 

@@ -19,7 +19,7 @@ from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.configuration import declared_value, plan_configuration
 from planner.plan.document import ConfigSource, PlanDocument
 from planner.plan.request import ClusterInputs
-from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig
+from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER, PulsarConfig, load_config
 from planner.pulsar.declarations import ClusterDeclarations, Declaration, Unreadable
 from planner.pulsar.model import NamespaceBundleStats
 from planner.pulsar.versions import RELEASE_LINES, PulsarVersion
@@ -196,6 +196,9 @@ def test_a_release_line_without_patch_level_is_its_newest_compared_release_or_re
     message = str(refused.value)
     assert "\n" not in message and message.startswith("invalid settings of east: pulsarVersion: '4.1'")
     assert "give the exact release" in message
+    # `plan run --set pulsarVersion=3.0` hands the config's keys on as settings: the release reads back.
+    given = load_config(None, ["pulsarVersion=3.0"]).model_dump(by_alias=True, exclude_unset=True, mode="json")
+    assert given == {"pulsarVersion": "3.0.7"}
 
 
 def test_the_release_lines_table_is_the_one_documented():
