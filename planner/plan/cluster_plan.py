@@ -7,6 +7,7 @@ release the cluster declared at its latest snapshot, under the team's explicit s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ def plan_cluster(
     usage_models: UsageModels | None,
 ) -> PlanDocument:
     """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same."""
+    load = dataclasses.replace(load, load_data=_with_declared_brokers(load.load_data, inputs))
     load_data = load.load_data
     # The team's settings over the cluster's own configuration and release over Pulsar's defaults.
     configuration = plan_configuration(cluster, inputs.settings, inputs.declarations)
@@ -66,6 +68,25 @@ def plan_cluster(
         load_data.brokers,
         snapshot_keys,
     )
+
+
+def _with_declared_brokers(load_data: LoadData, inputs: ClusterInputs) -> LoadData:
+    """The averaged load with what each broker's report named besides its traffic, which the samples do not keep:
+    its load manager class (Pulsar's class filter leaves out brokers naming another, or none) and its release (the
+    version filter's). Taken from the snapshot's declarations; without them the load is planned as it is."""
+    declarations = inputs.declarations
+    if declarations is None:
+        return load_data
+    brokers = {}
+    for broker, report in load_data.brokers.items():
+        declared_class = declarations.configuration.get(broker, {}).get("loadManagerClassName") or inputs.load_manager
+        brokers[broker] = report.model_copy(
+            update={
+                "load_manager_class_name": report.load_manager_class_name or declared_class,
+                "broker_version_string": report.broker_version_string or declarations.broker_versions.get(broker),
+            }
+        )
+    return load_data.model_copy(update={"brokers": brokers})
 
 
 def _plan_of_load_manager(

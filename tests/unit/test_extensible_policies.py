@@ -494,3 +494,27 @@ def test_the_jobs_cluster_plan_takes_the_policies_the_snapshot_read():
     fenced = plan(inputs.model_copy(update={"declarations": ClusterDeclarations(policies=fence)}))
     assert fenced.actions == ()
     assert any("to c:8080: c:8080 is no destination" in note for note in fenced.notes)
+
+
+def test_the_jobs_load_without_class_names_takes_them_from_the_snapshots_declarations():
+    # The job's averaged load keeps traffic only: its brokers name no load manager class, which the class filter
+    # refuses. With the snapshot's declarations (every broker runs the extensible manager) the plan transfers as
+    # on the brokers' own reports; the whole-cycle test on the extensible cluster found every transfer refused.
+    data, _ = _busy_a(None, SHEDDER_TEST)
+    bare = data.model_copy(
+        update={
+            "brokers": {
+                name: report.model_copy(update={"load_manager_class_name": None})
+                for name, report in data.brokers.items()
+            }
+        }
+    )
+    load = ClusterLoad(bare, 1, {"a:8080": 0.9, "b:8080": 0.5, "c:8080": 0.1}, {})
+    settings = {"loadBalancerDebugModeEnabled": "true", "loadBalancerSheddingConditionHitCountThreshold": "0"}
+    declared = ClusterDeclarations(
+        configuration={name: {"loadManagerClassName": EXTENSIBLE_LOAD_MANAGER} for name in bare.brokers},
+        broker_versions=dict.fromkeys(bare.brokers, "4.2.4"),
+    )
+    inputs = ClusterInputs(settings=settings, load_manager=EXTENSIBLE_LOAD_MANAGER, declarations=declared)
+    plan = plan_cluster("c", load, inputs, "TransferShedder", now_millis=NOW, usage_models=None)
+    assert "c:8080" in {action.destination for action in plan.actions}
