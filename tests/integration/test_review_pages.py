@@ -91,6 +91,22 @@ def test_pages_render_filter_and_chart_in_chromium(page, server, plan):
     assert page.locator("#actions tbody tr").count() == plan["actions"]
     assert page.locator("#execution-log tbody tr").count() >= plan["actions"]
     assert page.locator("#plan-status").inner_text() == "executed"
+    # The configuration the plan used: the cycle's two settings highlighted over the cluster's own values, the
+    # release the brokers run, and no warning (the local cluster's own shedding and splitting are off).
+    overrides = page.locator("#configuration tr.override code").all_inner_texts()
+    assert sorted(overrides) == ["maxUnloadPercentage", "minUnloadMessage"], overrides
+    assert page.locator("#configuration tbody tr").count() > 50
+    assert "cluster" in page.locator("#configuration tbody").inner_text()
+    plain = page.locator("#configuration tr:not(.override):not(.disagree) td").first
+    highlighted = page.locator("#configuration tr.override td").first
+
+    def background_of(cell) -> str:
+        return cell.evaluate("cell => getComputedStyle(cell).backgroundColor")
+
+    assert background_of(highlighted) != background_of(plain)
+    assert "(the brokers' release)" in page.locator("#release").inner_text()
+    assert page.locator("#policies-read").inner_text() == "read"
+    assert page.locator("#competing-controllers").count() == 0
     with page.expect_download() as download:
         page.click("text=Download the plan as JSON")
     assert download.value.suggested_filename == f"pulsar-plan-{plan['id']}.json"
