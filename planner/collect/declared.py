@@ -50,7 +50,6 @@ DECLARED_KEYS: frozenset[str] = (PulsarConfig.known_keys() - {"pulsarVersion"}) 
     "loadBalancerAutoBundleSplitEnabled",
     "loadBalancerSheddingBundlesWithPoliciesEnabled",
     "loadBalancerBrokerMaxTopics",
-    "failureDomainEnabled",
     "preferLaterVersions",
     "loadManagerClassName",
     "clusterName",

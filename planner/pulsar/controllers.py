@@ -9,9 +9,10 @@ Read in the `pulsar-broker` sources of 3.0.7, 3.3.6, 4.0.8 and 4.2.4, where the 
 - automatic splits, modular: `loadBalancerAutoBundleSplitEnabled` alone (`ModularLoadManagerImpl
   .checkNamespaceBundleSplit`, run by the leader's `updateAll` whenever a load report changes);
   extensible: `loadBalancerEnabled && loadBalancerAutoBundleSplitEnabled` (`SplitScheduler`).
-All three keys are dynamic (`ServiceConfiguration`, `dynamic = true`): a value set through
-`/admin/v2/brokers/configuration/{key}/{value}` overrides broker.conf on every broker, at once. Pulsar's defaults
-switch both controllers on. Pure: configurations in, the controllers on out.
+`loadBalancerSheddingEnabled` and `loadBalancerAutoBundleSplitEnabled` are dynamic (`ServiceConfiguration`,
+`dynamic = true`): a value set through `/admin/v2/brokers/configuration/{key}/{value}` overrides broker.conf on every
+broker, at once. `loadBalancerEnabled` is not (broker.conf only). Pulsar's defaults switch both controllers on.
+Pure: configurations in, the controllers on out.
 """
 
 from __future__ import annotations

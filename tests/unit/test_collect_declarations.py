@@ -54,7 +54,7 @@ def runtime(broker: str, **values: object) -> dict[str, object]:
         "loadBalancerOverloadedThresholdPercentage": "85",
         "loadBalancerBrokerOverloadedThresholdPercentage": "85",
         "preferLaterVersions": "false",
-        "failureDomainEnabled": "true",
+        "failureDomainsEnabled": "true",
         "webServicePort": broker.rpartition(":")[2],
         "brokerClientAuthenticationParameters": SECRETS[0],
         "tlsKeyStorePassword": SECRETS[1],
@@ -131,7 +131,7 @@ def test_the_declarations_are_read_at_the_collect_and_stored_with_the_snapshot(c
     # Each broker's own configuration, read from that broker: where they disagree shows.
     assert declared.configuration[ids[0]]["loadBalancerSheddingEnabled"] == "true"
     assert declared.configuration[ids[1]]["loadBalancerSheddingEnabled"] == "false"
-    assert declared.configuration[ids[2]]["failureDomainEnabled"] == "true"
+    assert declared.configuration[ids[2]]["failureDomainsEnabled"] == "true"
     assert declared.dynamic_configuration == {"loadBalancerSheddingEnabled": "false"}
     assert declared.policies.isolation == {
         "tenant-a": NamespaceIsolationPolicy(
