@@ -442,7 +442,7 @@ def test_the_placement_cases_reach_every_branch(batch: Batch) -> None:
 
 # How many policy cases of each modular kind the policies' effect is checked on (the planner runs each up to four
 # times more); the other kinds are checked on all of theirs.
-POLICY_SAMPLE = int(os.environ.get("DIFFERENTIAL_POLICY_SAMPLE", "250"))
+POLICY_SAMPLE = int(os.environ.get("DIFFERENTIAL_POLICY_SAMPLE", "150"))
 # The kinds whose cases carry cluster policies.
 POLICY_KINDS = ("cycle", "placement", "transfer", "extensibleFilters")
 # What a planner that ignored part of the policies would be given: the case's policies without that part.
