@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text, update
@@ -351,11 +352,18 @@ def test_a_staged_row_whose_heartbeat_stopped_is_abandoned_and_a_renewed_one_is_
     # the third's collect began as long ago, but its last heartbeat is recent.
     for result, heartbeat in ((killed, long_ago), (silent_since_before_heartbeats, None), (renewed, now)):
         with store.session() as session:
-            session.execute(
-                update(Snapshot)
-                .where(Snapshot.id == result.snapshot_id)
-                .values(status="staged", taken_at=long_ago, heartbeat_at=heartbeat)
-            )
+            row = session.get(Snapshot, result.snapshot_id)
+            written_under, row.status, row.taken_at, row.heartbeat_at = row.taken_at, "staged", long_ago, heartbeat
+        # A collect writes its files under its taken_at's date: near midnight, long_ago is the day before.
+        for (_, written), (_, expected) in zip(
+            collector.snapshot_files(tmp_path, "fake", result.snapshot_id, written_under),
+            collector.snapshot_files(tmp_path, "fake", result.snapshot_id, long_ago),
+            strict=True,
+        ):
+            if written != expected:
+                target = Path(storage.filesystem(expected)[1])
+                target.parent.mkdir(parents=True, exist_ok=True)
+                Path(storage.filesystem(written)[1]).rename(target)
     assert abandon_stale_snapshots(store, tmp_path, "fake") == [
         killed.snapshot_id,
         silent_since_before_heartbeats.snapshot_id,
