@@ -101,6 +101,14 @@ def test_topic_stats_sum_per_bundle_as_the_broker_sums_its_bundle_stats():
         bundle_stats_from_topics(bad, "b1:8080")
 
 
+def test_topic_rates_add_up_one_after_the_other_as_the_brokers_sum_does():
+    """Java adds each topic's rate to the bundle's in turn; a compensated sum (Python 3.12's `sum` of floats) would
+    give 1e16 + 2 here, a figure the broker never reports."""
+    topics = {f"persistent://t/ns/t{index}": {"msgRateIn": rate} for index, rate in enumerate([1e16, 1.0, 1.0])}
+    stats = bundle_stats_from_topics({"t/ns": {"0x00000000_0xffffffff": {"persistent": topics}}}, "b1:8080")
+    assert stats["t/ns/0x00000000_0xffffffff"].msg_rate_in == 1e16
+
+
 def test_a_brokers_load_counts_its_idle_owned_bundles_and_says_which_load_manager():
     idle = "tenant/ns/0xc0000000_0xffffffff"
     load = broker_load("b1:8080", _metrics(), TOPIC_STATS, [idle], 1_000)
