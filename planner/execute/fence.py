@@ -25,25 +25,25 @@ import re
 from collections.abc import Collection, Sequence
 
 from planner.collect.admin_client import PulsarAdminClient
-from planner.pulsar.policies import FENCE_PREFIX
+from planner.pulsar.policies import FENCE_PREFIX, broker_host
 
 # A namespace nobody creates: the policy matches it only, so it confines no real namespace to the fenced broker.
 FENCED_NAMESPACE = "pulsar-rebalance-fence/none"
 
 
-def broker_host(broker: str) -> str:
-    """The host of a broker id (`host:webPort`), as Pulsar's isolation policies match it."""
-    return broker.rsplit(":", 1)[0]
+def _host(broker: str) -> str:
+    """The host Pulsar's isolation policies match a broker id (`host:webPort`, checked before a drain) by."""
+    return broker_host(broker) or broker
 
 
 def fence_name(broker: str) -> str:
-    return FENCE_PREFIX + re.sub(r"[^A-Za-z0-9-]", "-", broker_host(broker))
+    return FENCE_PREFIX + re.sub(r"[^A-Za-z0-9-]", "-", _host(broker))
 
 
 def fence_policy(broker: str) -> dict[str, object]:
     return {
         "namespaces": [re.escape(FENCED_NAMESPACE)],
-        "primary": [re.escape(broker_host(broker))],
+        "primary": [re.escape(_host(broker))],
         "secondary": [],
         "auto_failover_policy": {
             "policy_type": "min_available",
@@ -57,10 +57,10 @@ def fence(client: PulsarAdminClient, cluster: str, brokers: Sequence[str], activ
     fenced = set(brokers)
     results = {}
     for broker in brokers:
-        sharing = sorted(b for b in active if b not in fenced and broker_host(b) == broker_host(broker))
+        sharing = sorted(b for b in active if b not in fenced and broker_host(b) == _host(broker))
         if sharing:
             results[broker] = (
-                f"not fenced: {', '.join(sharing)} share its host {broker_host(broker)} and Pulsar's isolation "
+                f"not fenced: {', '.join(sharing)} share its host {_host(broker)} and Pulsar's isolation "
                 "policies match brokers by host only"
             )
             continue
