@@ -142,8 +142,9 @@ def make_plan(
     them. With them, each unload passes `doLoadShedding`'s checks (`shouldNamespacePoliciesUnload`,
     `shouldAntiAffinityNamespaceUnload`) and is placed by the pipeline with the policies' filters; a destination the
     strategy planned itself (AvgShedder) that the policies forbid is re-drawn as Pulsar's pipeline would, its placement
-    side getting the filtered candidates. A note names each bundle left in place or placed differently because of
-    them. None (not read): planned as on a cluster without policies."""
+    side getting the filtered candidates; AvgShedderPredictive plans and predicts with allowed destinations only. A
+    note names each bundle left in place or placed differently because of them. None (not read): planned as on a
+    cluster without policies."""
     strategy = shedding_strategy(strategy_name)
     strategy.require_available(config)  # with one broker too: such a broker would not start
     config = placement_config(strategy, config)
@@ -153,7 +154,7 @@ def make_plan(
         # ModularLoadManagerImpl neither runs the strategy (its state stays as it was) nor splits with one broker.
         unchanged = strategy.dump_state(strategy.load_state(state))
         return _single_broker_plan(cluster, strategy.name, unchanged, load_data, config, usage_models)
-    outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models)
+    outcome = strategy.run(load_data, config, strategy.load_state(state), usage_models, policies)
     predicted_moves = outcome.moves if isinstance(outcome, PredictiveOutcome) else ()
     predicted = {(move.bundle, move.source): move for move in predicted_moves}
     session = PlacementSession(placement_rng or random.Random(seed))

@@ -27,6 +27,7 @@ from planner.plan.shedding import (
 from planner.plan.shedding.outcome import SheddingOutcome
 from planner.plan.usage_model import UsageModels
 from planner.pulsar.config import PulsarConfig
+from planner.pulsar.declarations import ClusterPolicies
 from planner.pulsar.model import ExtensibleLoadData, LoadData
 from planner.pulsar.versions import PulsarVersion
 
@@ -88,6 +89,9 @@ class SheddingStrategy:
     state_from_json: Callable[[Mapping[str, Any]], Any] | None = None
     # Offline planning modes of this product predict with the brokers' usage models; Pulsar's do not.
     uses_usage_models: bool = False
+    # A strategy that plans its destinations with the cluster's policies takes them (`run`'s `policies`); the others'
+    # unloads are checked and placed against them by the plan (`planner.plan.planning`).
+    plans_with_policies: bool = False
     in_pulsar: bool = True
     # Which load manager runs it: ModularLoadManagerImpl's shedders take LoadData; the extensible load manager's
     # TransferShedder takes ExtensibleLoadData (`run_extensible`).
@@ -123,15 +127,20 @@ class SheddingStrategy:
         return state.to_json() if state is not None else {"strategy": self.name}
 
     def run(
-        self, load_data: LoadData, config: PulsarConfig, state: Any, usage_models: UsageModels | None = None
+        self,
+        load_data: LoadData,
+        config: PulsarConfig,
+        state: Any,
+        usage_models: UsageModels | None = None,
+        policies: ClusterPolicies | None = None,
     ) -> SheddingOutcome[Any]:
         if self.extensible:
             raise InputError(f"{self.name} runs on the extensible load manager: it takes ExtensibleLoadData")
         self.require_available(config)
         # Not extensible: its entry's function is one of ModularLoadManagerImpl's shedders.
-        if self.uses_usage_models:
-            return cast(SheddingOutcome[Any], self.find_bundles_for_unloading(load_data, config, state, usage_models))
-        return cast(SheddingOutcome[Any], self.find_bundles_for_unloading(load_data, config, state))
+        models = (usage_models,) if self.uses_usage_models else ()
+        options = {"policies": policies} if self.plans_with_policies else {}
+        return cast(SheddingOutcome[Any], self.find_bundles_for_unloading(load_data, config, state, *models, **options))
 
     def require_available(self, config: PulsarConfig) -> None:
         """Refuse a strategy the configured release does not ship, as its broker fails to start with it."""
@@ -186,6 +195,7 @@ STRATEGIES: tuple[SheddingStrategy, ...] = (
         avg_shedder_predictive.find_bundles_for_unloading,
         avg_shedder_predictive.PredictiveState.from_json,
         uses_usage_models=True,
+        plans_with_policies=True,
         in_pulsar=False,
         balance=AVG_SHEDDER_TERMS,
     ),
