@@ -142,6 +142,15 @@ class PulsarVersion:
         return (3, 3, 5) <= version < (3, 4, 0) or version >= (4, 0, 1)
 
     @property
+    def evenly_distributes_system_namespace(self) -> bool:
+        """PR #22953 (June 2024; released in 3.0.6, 3.2.4 and the 3.3 line, never in 3.1): `selectBroker` spreads
+        `pulsar/system` bundles evenly whatever `loadBalancerDistributeBundlesEvenlyEnabled` says. In the jars: absent
+        from 3.0.2, 3.1.0, 3.1.2, 3.2.0 and 3.2.3, present in 3.0.7, 3.3.2 and every 4.x; 3.0.6, 3.2.4, 3.3.0 and
+        3.3.1 are not on Maven Central, so 3.3.1 is taken as the first 3.3 release with it."""
+        version = self.as_tuple()
+        return (3, 0, 6) <= version < (3, 1, 0) or (3, 2, 4) <= version < (3, 3, 0) or version >= (3, 3, 1)
+
+    @property
     def sheds_system_namespace(self) -> bool:
         """`LoadData.getBundleDataForLoadShedding` leaves out heartbeat and SLA-monitor bundles only from 3.0.2 (3.0.0
         left out every `isSystemServiceNamespace` bundle, `pulsar/system` too; 3.0.1 is not on Maven Central)."""

@@ -187,3 +187,32 @@ def test_even_distribution_counts_a_bundle_its_broker_still_reports_once():
     assert place(reported, data, config, session) == "a:8080"
     assert place(bundle(5), data, config, session) == "a:8080"  # a holds 2 ranges of tenant/ns, as b does
     assert place(bundle(6), data, config, session) == "b:8080"  # now a holds 3
+
+
+def test_system_bundles_are_spread_evenly_whatever_the_setting_from_the_releases_that_do_so():
+    """PR #22953 (3.0.6, 3.2.4, 3.3): `pulsar/system` bundles are spread evenly even with
+    `loadBalancerDistributeBundlesEvenlyEnabled=false`; 3.1.x and 3.2.3 place them by load alone (the slow run's
+    differential found it on 3.0.2, 3.1.x and 3.2.x)."""
+
+    class Lowest(random.Random):  # every broker scores alike here: the draw takes the lowest
+        def choice(self, seq):
+            return min(seq)
+
+    first, second = "pulsar/system/0x00000000_0x80000000", "pulsar/system/0x80000000_0xffffffff"
+    # No traffic: a preallocation leaves its broker's score as it was, so only the even spread tells them apart.
+    data = load_data({"a:8080": broker(), "b:8080": broker()}, {first: bundle_data(), second: bundle_data()})
+    placed = {}
+    for version in ("3.0.2", "3.0.7", "3.1.2", "3.2.3", "3.3.2", "4.2.4"):
+        config = PulsarConfig.from_settings(
+            {"pulsarVersion": version, "loadBalancerDistributeBundlesEvenlyEnabled": "false"}
+        )
+        session = PlacementSession(Lowest())
+        placed[version] = (place(first, data, config, session), place(second, data, config, session))
+    assert placed == {
+        "3.0.2": ("a:8080", "a:8080"),
+        "3.0.7": ("a:8080", "b:8080"),
+        "3.1.2": ("a:8080", "a:8080"),
+        "3.2.3": ("a:8080", "a:8080"),
+        "3.3.2": ("a:8080", "b:8080"),
+        "4.2.4": ("a:8080", "b:8080"),
+    }

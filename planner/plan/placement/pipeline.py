@@ -122,7 +122,8 @@ def select_broker(
     candidates = [b for b in allowed if _topics(load_data, session, b) <= config.broker_max_topics] or allowed
     if policies is not None:
         candidates = policy_candidates(bundle, load_data, config, session, policies, candidates)
-    if config.distribute_bundles_evenly_enabled or namespace == "pulsar/system":
+    system = namespace == "pulsar/system" and config.pulsar_version.evenly_distributes_system_namespace
+    if config.distribute_bundles_evenly_enabled or system:
         owned: Mapping[str, int] = bundles_per_broker_in_namespace(load_data, namespace)
         for broker, items in session.preallocated.items():
             # brokerToNamespaceToBundleRange holds each broker's ranges as a set: a bundle placed on a broker whose
