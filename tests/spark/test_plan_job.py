@@ -297,11 +297,15 @@ def test_the_plan_equals_shed_on_the_load_data_the_job_built(spark, tmp_path):
     assert hot["scoreAfter"] < hot["scoreBefore"]
 
 
-def register(store, home, cluster, snapshot_id):
-    """The store rows the collector would have written for this history (cluster and latest snapshot)."""
+def register(store, home, cluster, snapshot_id, declarations=None):
+    """The store rows the collector would have written for this history (cluster and latest snapshot), its archive
+    holding `declarations` when given (what the collect read of the cluster)."""
     archive = home / f"{cluster}.json.gz"
+    content: dict = {"bundleBoundaries": {}}
+    if declarations is not None:
+        content["declarations"] = declarations
     with gzip.open(archive, "wt") as handle:
-        json.dump({"bundleBoundaries": {}}, handle)
+        json.dump(content, handle)
     with store.session() as session:
         row = Cluster(name=cluster, admin_url="http://127.0.0.1:1")
         session.add(row)

@@ -5,8 +5,6 @@ Pulsar's defaults."""
 
 from __future__ import annotations
 
-import gzip
-import json
 from datetime import timedelta
 
 import pytest
@@ -15,41 +13,14 @@ from planner.orchestrate.runner import PlanRequest, job_request
 from planner.plan.document import ConfigSource
 from planner.samples.dataset import samples_root
 from planner.store.database import Store
-from planner.store.models import Cluster, Snapshot
 from spark_jobs.plan_job import plan_clusters
-from tests.spark.test_plan_job import T0, skewed_reports, write_history
+from tests.spark.test_plan_job import T0, register, skewed_reports, write_history
 
 pytestmark = pytest.mark.spark
 
 HIT_COUNT = "loadBalancerAvgShedderHitCountHighThreshold"
 # The brokers fire AvgShedder on the first run over its high threshold (Pulsar's default: the second).
 BROKER_CONF = {HIT_COUNT: "1", "loadBalancerSheddingEnabled": "false", "loadBalancerAutoBundleSplitEnabled": "false"}
-
-
-def register(store: Store, home, cluster: str, snapshot_id: int, declarations: dict | None) -> None:
-    """The store rows and archive the collector would have written for the latest snapshot."""
-    archive = home / f"{cluster}.json.gz"
-    content: dict = {"bundleBoundaries": {}}
-    if declarations is not None:
-        content["declarations"] = declarations
-    with gzip.open(archive, "wt") as handle:
-        json.dump(content, handle)
-    with store.session() as session:
-        row = Cluster(name=cluster, admin_url="http://127.0.0.1:1")
-        session.add(row)
-        session.flush()
-        session.add(
-            Snapshot(
-                id=snapshot_id,
-                cluster_id=row.id,
-                taken_at=T0,
-                brokers=2,
-                bundles=9,
-                partial=False,
-                missing_brokers={},
-                archive_path=str(archive),
-            )
-        )
 
 
 def test_a_run_without_settings_plans_with_the_clusters_own_thresholds(spark, tmp_path):
