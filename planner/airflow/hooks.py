@@ -32,6 +32,8 @@ CLUSTER_EXTRAS = (
     "allow_insecure_http_credentials",
     *ClusterExecution.model_fields,
 )
+# How the admin client reads, in the connection's extra JSON only (no form field).
+_CLIENT_EXTRAS = ("max_response_bytes", "read_processes")
 # How the Airflow 2 form prefixed extra fields; still accepted.
 _FORM_PREFIX = f"extra__{CONNECTION_TYPE}__"
 
@@ -68,7 +70,7 @@ class PulsarAdminHook(BaseHook):
             if value is None or value == "":
                 continue  # an empty form field: the default
             extras[name] = value
-        known = set(CLUSTER_EXTRAS) | set(ExecutorSettings.model_fields) | {"max_response_bytes"}
+        known = set(CLUSTER_EXTRAS) | set(ExecutorSettings.model_fields) | set(_CLIENT_EXTRAS)
         unknown = sorted(set(extras) - known)
         if unknown:
             raise InputError(f"connection {self.pulsar_conn_id}: unknown extra field(s) {unknown}")
@@ -101,7 +103,7 @@ class PulsarAdminHook(BaseHook):
                 client_key=extras.get("client_key"),
                 allow_insecure_http_credentials=extras.get("allow_insecure_http_credentials", False),
                 **{key: extras[key] for key in ClusterExecution.model_fields if key in extras},
-                **({"max_response_bytes": extras["max_response_bytes"]} if "max_response_bytes" in extras else {}),
+                **{key: extras[key] for key in _CLIENT_EXTRAS if key in extras},
             )
         except ValidationError as error:
             raise InputError(format_validation_error(error, f"connection {self.pulsar_conn_id}")) from None

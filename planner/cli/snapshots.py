@@ -8,7 +8,7 @@ from pathlib import Path
 
 from planner.arguments import COUNT, ID, admin_url
 from planner.cli.common import Commands, add_store_options, cluster_settings, open_store, print_json
-from planner.collect.admin_client import AdminError
+from planner.collect.admin_client import AdminError, WorkerProcessError
 from planner.errors import InputError
 from planner.settings import storage_root
 
@@ -23,7 +23,7 @@ def command_collect(args: argparse.Namespace) -> None:
             result = collect(
                 client, store, storage_root(), settings.name if args.cluster else None, topic_stats=args.topic_stats
             )
-        except AdminError as error:
+        except (AdminError, WorkerProcessError) as error:
             raise InputError(str(error)) from None
     print_json(result.to_json())
 

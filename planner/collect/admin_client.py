@@ -10,16 +10,22 @@ endpoint cannot exhaust memory or the stack. Errors name the broker, endpoint an
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
+import multiprocessing
+import os
 import re
 import ssl
+import threading
 import weakref
 from base64 import b64encode
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -42,6 +48,10 @@ DEFAULT_TIMEOUT = (5.0, 30.0)  # connect, read (seconds)
 DEFAULT_RETRIES = 3
 DEFAULT_MAX_REDIRECTS = 5
 DEFAULT_CONCURRENCY = 64
+# Worker processes `map_in_processes` starts at most when the cluster's settings do not say (one per usable CPU).
+AUTO_READ_PROCESSES_MAX = 4
+# How long worker processes may take to start (a fork server importing the planner's client, on a busy machine).
+WORKER_START_SECONDS = 30.0
 # The largest answers are per-broker topic stats: about 2 KiB per topic, so this allows ~60,000 topics.
 DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024
 # Large enough that a 40 MB answer is read in few steps, each of which waits for the GIL.
@@ -74,7 +84,15 @@ class AdminError(Exception):
         self.status = status
         self.reason = reason
         self.may_have_applied = may_have_applied
+        self.method = method
         super().__init__(f"{method} {endpoint} on {broker} failed ({self.status_text}): {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled whole: a worker process's read returns its failure to the collect (`map_in_processes`).
+        return (
+            _admin_error,
+            (self.broker, self.method, self.endpoint, self.reason, self.status, self.may_have_applied),
+        )
 
     @property
     def status_text(self) -> str:
@@ -94,6 +112,12 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _admin_error(
+    broker: str, method: str, endpoint: str, reason: str, status: int | None, may_have_applied: bool
+) -> AdminError:
+    return AdminError(broker, method, endpoint, reason, status, may_have_applied=may_have_applied)
 
 
 class ClusterSession(requests.Session):
@@ -205,6 +229,21 @@ for _name in ("urllib3.connectionpool", "urllib3.util.retry", "urllib3.poolmanag
 
 
 @dataclass(frozen=True, slots=True)
+class _ClientArgs:
+    """What a client was made with, to make the same client in a worker process (pickled through the pool's pipe:
+    the credentials never reach a process's arguments or environment)."""
+
+    admin_url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    trusted_hosts: frozenset[str] = frozenset()
+
+
+class WorkerProcessError(RuntimeError):
+    """A worker process of `map_in_processes` died (killed, out of memory) before answering: the reads it held
+    have no answer, so the whole map fails rather than pass off a broker as missing."""
+
+
+@dataclass(frozen=True, slots=True)
 class _Answer:
     """A response whose body has been read within the size limit."""
 
@@ -240,7 +279,25 @@ class PulsarAdminClient:
         concurrency: int = DEFAULT_CONCURRENCY,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         allow_insecure_http_credentials: bool = False,
+        read_processes: int | None = None,
     ) -> None:
+        """`read_processes`: worker processes for `map_in_processes` (0: none, its reads run in threads; None: one per
+        usable CPU, up to `AUTO_READ_PROCESSES_MAX`, with at least two keys each)."""
+        self._options: dict[str, Any] = {
+            "auth": auth,
+            "ca_file": ca_file,
+            "verify_tls": verify_tls,
+            "client_cert": client_cert,
+            "timeout": timeout,
+            "retries": retries,
+            "backoff_factor": backoff_factor,
+            "max_redirects": max_redirects,
+            "concurrency": concurrency,
+            "max_response_bytes": max_response_bytes,
+            "allow_insecure_http_credentials": allow_insecure_http_credentials,
+            "read_processes": 0,  # a worker's client reads in threads
+        }
+        self.read_processes = read_processes
         parts = urlsplit(admin_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc or not parts.hostname:
             raise InputError(f"invalid admin URL {admin_url!r}: expected http(s)://host:port")
@@ -396,6 +453,77 @@ class PulsarAdminClient:
         workers = max(1, min(self.concurrency, len(keys)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pulsar-admin") as pool:
             return dict(zip(keys, pool.map(guarded, keys), strict=True))
+
+    def worker_processes(self, keys: int) -> int:
+        """How many worker processes `map_in_processes` starts for `keys` keys: `read_processes` (at most one per
+        key), or when unset one per usable CPU up to `AUTO_READ_PROCESSES_MAX` with two keys each at least. Fewer
+        than two is none: one process would only add its start to the same single core's work."""
+        if self.read_processes is not None:
+            count = min(self.read_processes, keys)
+        else:
+            count = min(_usable_cpus(), AUTO_READ_PROCESSES_MAX, keys // 2)
+        return count if count >= 2 else 0
+
+    def map_in_processes(
+        self, keys: Sequence[str], call: Callable[[PulsarAdminClient, str], T]
+    ) -> dict[str, T | AdminError]:
+        """`call(client, key)` for every key, in worker processes that each hold a client made like this one, for
+        reads that cost more CPU to decode than to fetch (a broker's topic stats, tens of MB of JSON): threads
+        decode on one core, under one GIL, processes on all of them. `call` is a module-level function, what it
+        returns is pickled back; failures come back as AdminError. Without worker processes (`worker_processes`),
+        the calls run in this process's threads. A worker that dies raises WorkerProcessError."""
+        processes = self.worker_processes(len(keys))
+        if not processes:
+            return self.map_concurrently(keys, lambda key: call(self, key))
+        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts))
+        # forkserver, not fork: this process has threads (heartbeats, pools, a scheduler's), which fork would copy
+        # mid-flight, locks held; and not spawn, which imports the planner again for every pool.
+        context = multiprocessing.get_context("forkserver")
+        # Imported once by the fork server (started by the first pool of this process), not by every worker.
+        context.set_forkserver_preload([__name__, call.__module__])
+        answers: dict[str, T | AdminError] = {}
+        silence = self._worker_silence_limit()
+        # Held open here only: when this process dies, even by SIGKILL, the workers read its end-of-file and exit
+        # (a pool's workers hold both ends of its call queue, so they would wait on it forever; and with them the
+        # fork server and resource tracker, which live as long as a worker holds their pipes).
+        alive_reader, alive_writer = context.Pipe(duplex=False)
+        try:
+            with (
+                alive_reader,
+                alive_writer,
+                ProcessPoolExecutor(
+                    processes, mp_context=context, initializer=_start_worker, initargs=(args, alive_reader)
+                ) as pool,
+            ):
+                futures = {pool.submit(_call_in_worker, call, key): key for key in keys}
+                pending: set[Future[T | AdminError]] = set(futures)
+                while pending:
+                    starting = len(answers) == 0  # the first answer waits for the workers to start too
+                    timeout = silence + (WORKER_START_SECONDS if starting else 0)
+                    done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+                    if not done:
+                        _kill_workers(pool)
+                        raise WorkerProcessError(
+                            f"no worker process reading {self.admin_url}'s brokers answered in {timeout:.0f} s, past "
+                            "every timeout of their calls (paused or starved?); they were killed and nothing of "
+                            "this collect is kept"
+                        )
+                    for future in done:
+                        answers[futures[future]] = future.result()
+        except BrokenProcessPool:
+            raise WorkerProcessError(
+                f"a worker process reading {self.admin_url}'s brokers died before answering (killed or out of "
+                "memory); nothing of this collect is kept"
+            ) from None
+        return {key: answers[key] for key in keys}
+
+    def _worker_silence_limit(self) -> float:
+        """How long `map_in_processes` waits for its next answer before it takes its workers for stuck (stopped,
+        swapped out): a call within the client's own limits has answered by then (every attempt's connect and read
+        timeouts, and decoding the largest answer allowed at 10 MB/s)."""
+        connect, read = self.timeout
+        attempts = int(self._options["retries"]) + 1
+        return (connect + read) * attempts + self.max_response_bytes / 10_000_000
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -655,3 +783,41 @@ def _transport_reason(error: requests.RequestException) -> str:
     if isinstance(error, requests.ConnectionError):
         return f"connection failed ({kind})"
     return kind
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, as a container's cpuset limits it), where the OS says."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGKILL a pool's workers (a stopped process ignores everything else), so that its shutdown does not wait
+    for them forever; `_processes` is the pool's own record of them (no public handle before Python 3.14)."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.kill()
+
+
+# The client of a worker process of `map_in_processes`, made once when the worker starts.
+_worker_client: PulsarAdminClient | None = None
+
+
+def _start_worker(args: _ClientArgs, parent_alive: Connection) -> None:
+    global _worker_client
+    _worker_client = PulsarAdminClient(args.admin_url, **args.options)
+    _worker_client._trusted_hosts.update(args.trusted_hosts)
+    threading.Thread(target=_exit_with_parent, args=(parent_alive,), name="parent-alive", daemon=True).start()
+
+
+def _exit_with_parent(parent_alive: Connection) -> None:
+    """Exit this worker once the process that started the pool is gone (its end of `parent_alive` closed)."""
+    with contextlib.suppress(EOFError, OSError):
+        parent_alive.recv_bytes()
+    os._exit(1)
+
+
+def _call_in_worker(call: Callable[[PulsarAdminClient, str], T], key: str) -> T | AdminError:
+    assert _worker_client is not None, "_start_worker runs first in every worker"
+    try:
+        return call(_worker_client, key)
+    except AdminError as error:
+        return error

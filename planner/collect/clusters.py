@@ -12,6 +12,7 @@ a file that holds the token or password.
     # client_cert = "/etc/ssl/planner.pem"   # and client_key, for brokers that authenticate by TLS certificate
     # allow_insecure_http_credentials = true   # only if a token must go over plain http to another host
     max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
+    # read_processes = 2                     # processes decoding extensible brokers' topic stats (default: one per CPU)
     # allow_beside_broker_controllers = true   # execute even while the brokers' own shedding or splitting is on
 
 The entry's execution keys (`planner.settings.ClusterExecution`) are listed in docs/settings.md.
@@ -53,6 +54,9 @@ class ClusterSettings(ClusterExecution):
     # Credentials never go over plain http to a host that is not loopback, unless this says they may.
     allow_insecure_http_credentials: bool = False
     max_response_bytes: int = Field(default=DEFAULT_MAX_RESPONSE_BYTES, gt=0)
+    # Worker processes decoding the topic stats of an extensible load manager's brokers (0: none, threads of the
+    # collect's own process; unset: one per usable CPU, up to 4, with two brokers each at least).
+    read_processes: int | None = Field(default=None, ge=0, le=64)
     # Direct secrets are accepted for programmatic use (Airflow Connections), never logged or printed.
     token: SecretStr | None = None
     password: SecretStr | None = None
@@ -100,6 +104,7 @@ class ClusterSettings(ClusterExecution):
             client_cert=self._client_cert(),
             max_response_bytes=self.max_response_bytes,
             allow_insecure_http_credentials=self.allow_insecure_http_credentials,
+            read_processes=self.read_processes,
         )
 
 

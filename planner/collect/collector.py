@@ -30,16 +30,17 @@ import json
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from planner import storage
 from planner.collect.admin_client import AdminError, PulsarAdminClient
-from planner.collect.declared import read_declarations, read_namespaces
-from planner.collect.extensible import ExtensibleBrokerLoad, broker_load
+from planner.collect.declared import NamespaceAnswers, read_declarations, read_namespaces
+from planner.collect.extensible import broker_load, read_bundle_stats
 from planner.errors import InputError
 from planner.failpoints import failpoint
 from planner.lifecycle import SnapshotStatus
@@ -76,6 +77,8 @@ from planner.store.snapshots import (
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # Pulsar's leader keeps 1000 long-term samples; older snapshots cannot change the averages much.
 REPLAYED_SNAPSHOTS = 1000
 # A staged snapshot whose collect was last known alive this long ago belongs to a collect that died: a live one
@@ -85,10 +88,6 @@ HEARTBEATS_PER_STALE_AGE = 10
 # The step boundaries of a collect; `file-staged` and `file-published` are reached once per file (3 each).
 COLLECTOR_POINTS = ("collector.row-staged", "collector.file-staged", "collector.file-published", "collector.published")
 SNAPSHOT_FILES = 3
-# Brokers whose topic stats (~2 KiB a topic, ~40 MB for a broker serving 20,000) are read at once on the extensible
-# load manager: one read while another is decoded. Decoding holds the GIL, so more in flight hold more memory and go
-# no faster (bench/bench_collect_declarations.py: 4 took longer than 2, and a third more memory).
-TOPIC_STATS_IN_FLIGHT = 2
 
 
 class SnapshotAbandonedError(InputError):
@@ -261,16 +260,20 @@ def collect(
         leader_error = error
     leader = leader_answer if isinstance(leader_answer, str) else None
 
+    def read_groups(owned_namespaces: set[str]) -> NamespaceAnswers:
+        return read_namespaces(client, [], sorted(ns for ns in owned_namespaces if not is_system_service_namespace(ns)))
+
+    groups_read: NamespaceAnswers | None = None
     if extensible:
-        loads = _extensible_loads(client, cluster, brokers, taken_at)
+        loads, groups_read = _extensible_loads(client, cluster, brokers, taken_at, read_groups)
     else:
         loads = _modular_loads(client, cluster, brokers, topic_stats)
         if load_manager is None and brokers and not loads.reports:
             # The runtime configuration was not readable (a role without that right), and no broker gave a load
             # report: an extensible load manager's brokers answer the load report with HTTP 500; their metrics tell.
-            probe = _extensible_loads(client, cluster, brokers, taken_at)
+            probe, probe_groups = _extensible_loads(client, cluster, brokers, taken_at, read_groups)
             if probe.reports:
-                loads, load_manager = probe, EXTENSIBLE_LOAD_MANAGER
+                loads, load_manager, groups_read = probe, EXTENSIBLE_LOAD_MANAGER, probe_groups
     reports, weighted_max_ema, missing = loads.reports, loads.weighted_max_ema, loads.missing
     raw_reports, topics, owned = loads.raw_reports, loads.topics, loads.owned
     for broker_id, reason in missing.items():
@@ -283,7 +286,14 @@ def collect(
     # Anti-affinity counts every namespace a broker owns, idle ones too (Pulsar's filters read the brokers' bundles).
     owned_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.bundles}
     grouped = sorted(ns for ns in reported_namespaces | owned_namespaces if not is_system_service_namespace(ns))
-    namespace_answers = read_namespaces(client, [ns for ns in namespaces if ns not in owned_boundaries], grouped)
+    groups_read = groups_read or NamespaceAnswers()
+    namespace_answers = groups_read.merged(
+        read_namespaces(
+            client,
+            [ns for ns in namespaces if ns not in owned_boundaries],
+            [ns for ns in grouped if ns not in groups_read.groups_asked],
+        )
+    )
     boundaries = {
         ns: owned_boundaries[ns] if ns in owned_boundaries else namespace_answers.boundaries[ns] for ns in namespaces
     }
@@ -431,30 +441,51 @@ def _modular_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], 
     return loads
 
 
-def _extensible_loads(client: PulsarAdminClient, cluster: str, brokers: list[str], taken_at: datetime) -> _BrokerLoads:
-    """The brokers' load on the extensible load manager, from their metrics, topic stats and owned bundles. Each
-    broker's topic stats are summed per bundle as they arrive and not kept: the bundle sums are its load report."""
-    in_flight = threading.BoundedSemaphore(TOPIC_STATS_IN_FLIGHT)
+def _extensible_loads(
+    client: PulsarAdminClient,
+    cluster: str,
+    brokers: list[str],
+    taken_at: datetime,
+    while_decoding: Callable[[set[str]], T],
+) -> tuple[_BrokerLoads, T | None]:
+    """The brokers' load on the extensible load manager, from their metrics, owned bundles and topic stats. Each
+    broker's topic stats are summed per bundle as they arrive and not kept: the bundle sums are its load report.
+
+    When the topic stats are decoded in worker processes (`PulsarAdminClient.map_in_processes`), this process is
+    idle meanwhile: `while_decoding` runs then, in a thread, on the namespaces the brokers own (and its result is
+    returned); otherwise it is not called (decoding here holds the GIL, and the two would only slow each other)."""
     taken_millis = int(taken_at.timestamp() * 1000)
-
-    def read(broker: str) -> tuple[ExtensibleBrokerLoad, dict[str, Any]] | InputError:
-        metrics, owned = client.broker_metrics(broker), client.owned_bundles(cluster, broker)
-        try:
-            with in_flight:
-                return broker_load(broker, metrics, client.topic_stats_body(broker), sorted(owned), taken_millis), owned
-        except InputError as error:
-            return error
-
+    first = client.map_concurrently(
+        brokers, lambda broker: (client.broker_metrics(broker), client.owned_bundles(cluster, broker))
+    )
+    readable = [broker for broker in brokers if not isinstance(first[broker], AdminError)]
+    meanwhile: Future[T] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="collect-meanwhile") as side:
+        if client.worker_processes(len(readable)):
+            owned_namespaces = {
+                namespace_of(bundle) for answer in first.values() if isinstance(answer, tuple) for bundle in answer[1]
+            }
+            meanwhile = side.submit(while_decoding, owned_namespaces)
+        stats = client.map_in_processes(readable, read_bundle_stats)
     loads = _BrokerLoads()
-    for broker_id, answer in client.map_concurrently(brokers, read).items():
-        if isinstance(answer, AdminError | InputError):
+    for broker_id in brokers:
+        answer = first[broker_id]
+        if isinstance(answer, AdminError):
             loads.missing[broker_id] = str(answer)
             continue
-        load, owned = answer
+        metrics, owned = answer
+        bundle_stats = stats[broker_id]
+        try:
+            if isinstance(bundle_stats, AdminError | InputError):
+                raise bundle_stats
+            load = broker_load(broker_id, metrics, bundle_stats, sorted(owned), taken_millis)
+        except (AdminError, InputError) as error:
+            loads.missing[broker_id] = str(error)
+            continue
         loads.own(broker_id, owned)
         loads.reports[broker_id], loads.weighted_max_ema[broker_id] = load.report, load.weighted_max_ema
         loads.raw_reports[broker_id] = load.report.model_dump_json(by_alias=True)
-    return loads
+    return loads, meanwhile.result() if meanwhile is not None else None
 
 
 def load_data_for_snapshot(store: Store, root: str | Path, snapshot_id: int) -> LoadData:

@@ -80,6 +80,17 @@ class NamespaceAnswers:
     boundaries: dict[str, list[int] | AdminError] = field(default_factory=dict)
     groups: dict[str, str] = field(default_factory=dict)
     group_errors: dict[str, AdminError] = field(default_factory=dict)
+    # The namespaces whose group was asked for (those without one are in neither `groups` nor `group_errors`).
+    groups_asked: set[str] = field(default_factory=set)
+
+    def merged(self, other: NamespaceAnswers) -> NamespaceAnswers:
+        """These answers and `other`'s (read for other namespaces) together."""
+        return NamespaceAnswers(
+            boundaries={**self.boundaries, **other.boundaries},
+            groups={**self.groups, **other.groups},
+            group_errors={**self.group_errors, **other.group_errors},
+            groups_asked=self.groups_asked | other.groups_asked,
+        )
 
 
 def read_namespaces(
@@ -108,7 +119,7 @@ def read_namespaces(
                 refused.setdefault(tenant, group)
         return boundaries, group
 
-    answers = NamespaceAnswers()
+    answers = NamespaceAnswers(groups_asked=want_group)
     for namespace, answer in client.map_concurrently(sorted(want_boundaries | want_group), read).items():
         if isinstance(answer, AdminError):  # not reached: `read` catches its calls' errors itself
             raise answer

@@ -17,15 +17,26 @@ percent of 100), so the samples, archives and plans work alike, plus the broker'
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from planner.errors import InputError
 from planner.pulsar.config import EXTENSIBLE_LOAD_MANAGER
 from planner.pulsar.model import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+
+if TYPE_CHECKING:
+    from planner.collect.admin_client import PulsarAdminClient
+
+# Topic stats (~2 KiB a topic, ~40 MB for a broker serving 20,000) read at once by one process's threads: one read
+# while another is decoded. Decoding holds the GIL, so more in flight hold more memory and go no faster
+# (bench/bench_collect_declarations.py: 4 took longer than 2, and a third more memory). Worker processes of
+# `PulsarAdminClient.map_in_processes` read one at a time each.
+TOPIC_STATS_IN_FLIGHT = 2
+_in_flight = threading.BoundedSemaphore(TOPIC_STATS_IN_FLIGHT)
 
 # brk_lb_* names of the resources, in LocalBrokerData's order
 USAGE_METRICS = {
@@ -169,16 +180,26 @@ def _refusal(body: bytes, broker_id: str, error: msgspec.ValidationError) -> Inp
     return InputError(f"{where}: {error}")
 
 
+def read_bundle_stats(client: PulsarAdminClient, broker_id: str) -> dict[str, NamespaceBundleStats] | InputError:
+    """A broker's topic stats read and summed per bundle (`bundle_stats_from_topics`), or why they are unusable;
+    a module-level function, so that worker processes can run it (`PulsarAdminClient.map_in_processes`)."""
+    with _in_flight:
+        try:
+            return bundle_stats_from_topics(client.topic_stats_body(broker_id), broker_id)
+        except InputError as error:
+            return error
+
+
 def broker_load(
     broker_id: str,
     metrics: Sequence[Mapping[str, Any]],
-    topic_stats: bytes | Mapping[str, Any],
+    stats: Mapping[str, NamespaceBundleStats],
     owned_bundles: Sequence[str],
     taken_millis: int,
 ) -> ExtensibleBrokerLoad:
-    """One broker's load from its metrics and topic stats (and the bundles it owns, idle ones included)."""
+    """One broker's load from its metrics, its bundles' stats (`read_bundle_stats`) and the bundles it owns, idle
+    ones included."""
     usage, weighted_max_ema = load_balancing_metrics(metrics, broker_id)
-    stats = bundle_stats_from_topics(topic_stats, broker_id)
     report = LocalBrokerData(
         **{resource: ResourceUsage(usage=value, limit=100.0) for resource, value in usage.items()},
         msg_rate_in=sum(s.msg_rate_in for s in stats.values()),
@@ -186,7 +207,7 @@ def broker_load(
         msg_throughput_in=sum(s.msg_throughput_in for s in stats.values()),
         msg_throughput_out=sum(s.msg_throughput_out for s in stats.values()),
         last_update=taken_millis,
-        last_stats=stats,
+        last_stats=dict(stats),
         num_topics=sum(s.topics for s in stats.values()),
         num_bundles=len(set(owned_bundles) | set(stats)),
         num_consumers=sum(s.consumer_count for s in stats.values()),

@@ -111,7 +111,7 @@ def test_topic_rates_add_up_one_after_the_other_as_the_brokers_sum_does():
 
 def test_a_brokers_load_counts_its_idle_owned_bundles_and_says_which_load_manager():
     idle = "tenant/ns/0xc0000000_0xffffffff"
-    load = broker_load("b1:8080", _metrics(), TOPIC_STATS, [idle], 1_000)
+    load = broker_load("b1:8080", _metrics(), bundle_stats_from_topics(TOPIC_STATS, "b1:8080"), [idle], 1_000)
     report = load.report
     assert report.load_manager_class_name == EXTENSIBLE_LOAD_MANAGER
     assert report.num_bundles == 3 and idle in report.bundles and report.num_topics == 4
