@@ -4,8 +4,8 @@ Add them to an Airflow by one line in a file of its DAG folder:
 
     from planner.airflow.dags import *  # noqa: F403 - the pulsar-rebalance DAGs
 
-Every `import *` builds them afresh from the settings (`cluster_names`, `plan_profile`, `approval_timeout`,
-`approvers`, `spark_local_ip`): the collect DAG, and per cluster a plan DAG
+Every `import *` builds them afresh from the settings in the environment (`cluster_names`, `plan_profile`;
+the approval gate's `approval_timeout` and `approvers` as defaults): the collect DAG, and per cluster a plan DAG
 
     prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
     (an approval policy, or a person; Reject after the response timeout) → execution window (deferred
@@ -14,18 +14,27 @@ Every `import *` builds them afresh from the settings (`cluster_names`, `plan_pr
 a maintenance DAG (drain or fill, triggered with params) of the same shape, and a rollback DAG (commit the
 inverse of an executed plan → the same gate, execute and report).
 
+Parsing reads neither the Airflow Variable nor any database, as Airflow asks of top-level code: the
+dag-processor parses the file every `[dag_processor] refresh_interval`, and every task's process parses it
+again. What may come from the Variable is read when a task runs (the gate's timeout and approvers, the Spark
+driver's address, everything the tasks read); the settings that shape the DAGs (`cluster_names`,
+`plan_profile`) come from the environment only. A task's process builds only the DAG it runs (Airflow's
+parsing context), not all 3N+1.
+
 `build_dags()` returns the same DAGs by id, for code that assembles its own DAG file.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, task
+from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, get_parsing_context, task
 from airflow.task.trigger_rule import TriggerRule
 
 from planner import dag_ids
@@ -69,6 +78,8 @@ def _cluster_dag(prefix: str, cluster: str, schedule: Any, params: dict[str, Par
         "max_active_runs": 1,
         "tags": ["pulsar-rebalance", prefix.removeprefix("pulsar_rebalance_").rstrip("_"), cluster],
         "params": {**params, **_executor_params()},
+        # Templates read the settings when a task runs: the Variable is not read at parse time.
+        "user_defined_macros": {"planner_settings": functools.partial(planner_settings, airflow=True)},
     }
 
 
@@ -98,7 +109,7 @@ def collect_dag() -> DAG:
     return pulsar_rebalance_collect()
 
 
-def _spark_plan(cluster: str, settings: PlannerSettings, uris: Any) -> Any:
+def _spark_plan(cluster: str, uris: Any) -> Any:
     """prepare's URIs → the Spark job (spark-submit on `spark_default`) → commit; returns the commit's summary."""
     spark_job = SparkSubmitOperator(
         task_id="spark_plan",
@@ -114,7 +125,7 @@ def _spark_plan(cluster: str, settings: PlannerSettings, uris: Any) -> Any:
             "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
         ],
         conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
-        env_vars={"SPARK_LOCAL_IP": settings.spark_local_ip},
+        env_vars={"SPARK_LOCAL_IP": "{{ planner_settings().spark_local_ip }}"},
     )
 
     @task
@@ -135,7 +146,8 @@ def _approve_execute_report(cluster: str, settings: PlannerSettings, summary: An
             logging.getLogger(__name__).info("Plan %s is empty. %s", summary["plan"], summary.get("balance", ""))
         return summary["actions"] > 0
 
-    # The gate shows and binds the plan this run stored, and records the answer in the planner's store.
+    # The gate shows and binds the plan this run stored, and records the answer in the planner's store. Its
+    # timeout and approvers here are the environment's; the gate applies the settings as they are when it runs.
     gate = PlanApprovalOperator(
         task_id="approve",
         cluster=cluster,
@@ -191,7 +203,7 @@ def plan_dag(cluster: str, settings: PlannerSettings) -> DAG:
                 cluster, params["strategy"], params["settings"], run_id, params.get("recompute_averages", False)
             )
 
-        _approve_execute_report(cluster, settings, _spark_plan(cluster, settings, prepare()))
+        _approve_execute_report(cluster, settings, _spark_plan(cluster, prepare()))
 
     return pulsar_rebalance_plan()
 
@@ -230,7 +242,7 @@ def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
                 cluster, "AvgShedder", params["settings"], run_id, maintenance=maintenance
             )
 
-        _approve_execute_report(cluster, settings, _spark_plan(cluster, settings, prepare()))
+        _approve_execute_report(cluster, settings, _spark_plan(cluster, prepare()))
 
     return pulsar_rebalance_maintenance()
 
@@ -256,20 +268,31 @@ def rollback_dag(cluster: str, settings: PlannerSettings) -> DAG:
     return pulsar_rebalance_rollback()
 
 
-def build_dags() -> dict[str, DAG]:
-    """The collect DAG and one plan DAG per configured cluster, by DAG id."""
-    settings = planner_settings(airflow=True)
-    per_cluster = (plan_dag, maintenance_dag, rollback_dag)
-    dags = [collect_dag(), *(build(cluster, settings) for cluster in settings.cluster_names for build in per_cluster)]
-    return {built.dag_id: built for built in dags}
+def build_dags(settings: PlannerSettings | None = None, dag_id: str | None = None) -> dict[str, DAG]:
+    """The collect DAG, and a plan, maintenance and rollback DAG per cluster of `settings` (default: the
+    environment's, read without the Airflow Variable), by DAG id. With `dag_id` only that DAG, or none if it is
+    not one of them: pass `get_parsing_context().dag_id`, so that a task's process builds only its own DAG."""
+    settings = settings or planner_settings()
+    builders: dict[str, Callable[[], DAG]] = {COLLECT_DAG_ID: collect_dag}
+    for cluster in settings.cluster_names:
+        for prefix, build in (
+            (dag_ids.PLAN_DAG_PREFIX, plan_dag),
+            (dag_ids.MAINTENANCE_DAG_PREFIX, maintenance_dag),
+            (dag_ids.ROLLBACK_DAG_PREFIX, rollback_dag),
+        ):
+            builders[prefix + cluster] = functools.partial(build, cluster, settings)
+    if dag_id is not None:
+        builders = {dag_id: builders[dag_id]} if dag_id in builders else {}
+    return {built_id: build() for built_id, build in builders.items()}
 
 
 def __getattr__(name: str) -> Any:
     # `from planner.airflow.dags import *` asks for `__all__`, then each name in it: the DAGs are built when
-    # a DAG file is parsed, never at this module's import, so every parse sees the current settings.
+    # a DAG file is parsed, never at this module's import, so every parse sees the current settings. The
+    # dag-processor's parse has no parsing context and builds them all; a task's process, only its DAG.
     if name == "__all__":
         _built.clear()
-        _built.update(build_dags())
+        _built.update(build_dags(dag_id=get_parsing_context().dag_id))
         return [_global_name(dag_id) for dag_id in _built]
     for dag_id, built in _built.items():
         if _global_name(dag_id) == name:

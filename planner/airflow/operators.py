@@ -29,6 +29,7 @@ from airflow.sdk import BaseOperator
 
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.notifications import PlanEvent
+from planner.settings import planner_settings
 
 
 class PlanApprovalOperator(ApprovalOperator):
@@ -38,7 +39,16 @@ class PlanApprovalOperator(ApprovalOperator):
         super().__init__(subject=f"Rebalance {cluster}", **kwargs)
         self.cluster = cluster
 
+    def _apply_settings(self) -> None:
+        # The DAG's parse sets the environment's timeout and approvers (it reads no Variable); the gate asks and
+        # checks the answer under the settings as they are when it runs. A resumed gate reads them again, so an
+        # approver removed meanwhile no longer decides (Airflow refuses answers from users not assigned at ask).
+        settings = planner_settings(airflow=True)
+        self.response_timeout = settings.approval_timeout
+        self.assigned_users = [approver.model_dump() for approver in settings.approvers] or None
+
     def execute(self, context: Any) -> Any:
+        self._apply_settings()
         request = airflow_tasks.request_approval(self.cluster, context["run_id"])
         if request.approved_by is not None:
             # An approval policy approved the plan: no request for a person, the downstream tasks run.
@@ -53,6 +63,7 @@ class PlanApprovalOperator(ApprovalOperator):
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        self._apply_settings()
         if "error" not in event:
             chosen = list(event.get("chosen_options") or [])
             responder = event.get("responded_by_user")

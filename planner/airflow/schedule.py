@@ -21,7 +21,8 @@ def samples_asset_name(cluster: str) -> str:
 def plan_schedule(cluster: str, profile: str | None = None) -> Any:
     """`hourly` (default), `nightly`, `assets` (after each fresh collect of the cluster), `hourly+assets`
     (whichever comes first), a cron expression, or `manual` (only when triggered)."""
-    profile = profile or planner_settings(airflow=True).plan_profile
+    # The profile shapes the DAG, so it is read from the environment: the DAG's parse reads no Variable.
+    profile = profile or planner_settings().plan_profile
     if profile == "manual":
         return None
     samples = Asset(samples_asset_name(cluster))
