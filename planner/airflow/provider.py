@@ -1,5 +1,6 @@
 """Provider info for Airflow's providers manager (the `apache_airflow_provider` entry point): the `pulsar`
-connection type with its hook, form fields and Test button, and the modules of the hooks and operators."""
+connection type with its hook, form fields and Test button, the modules of the hooks and operators, the
+notifier classes and the plugin."""
 
 from __future__ import annotations
 
@@ -10,6 +11,12 @@ from planner.settings import ClusterExecution, ExecutorSettings
 
 PACKAGE = "pulsar-rebalance"
 CONNECTION_TYPE = "pulsar"
+# The integration's documentation: the load balancing this package plans for. The package's own documentation
+# link is not provider info: Airflow reads it from the distribution's `Project-URL: Documentation`, which stays
+# unset while the project has no public home (README.md and docs/ ship in the sdist).
+PULSAR_LOAD_BALANCING_DOCS = "https://pulsar.apache.org/docs/next/administration-load-balance/"
+# The notifier classes DAG authors may use (`on_*_callback`); the e-mail channel is the SMTP provider's own.
+NOTIFIER_CLASSES = ("planner.airflow.notifications.PlanWebhookNotifier",)
 
 
 def executor_json_types() -> dict[str, str]:
@@ -85,7 +92,9 @@ def get_provider_info() -> dict[str, Any]:
         "name": "Pulsar rebalance",
         "description": "Offline, approval-gated rebalancing planner for Apache Pulsar clusters.",
         "versions": [installed],
-        "integrations": [{"integration-name": "Apache Pulsar", "tags": ["service"]}],
+        "integrations": [
+            {"integration-name": "Apache Pulsar", "external-doc-url": PULSAR_LOAD_BALANCING_DOCS, "tags": ["service"]}
+        ],
         "hooks": [{"integration-name": "Apache Pulsar", "python-modules": ["planner.airflow.hooks"]}],
         "operators": [{"integration-name": "Apache Pulsar", "python-modules": ["planner.airflow.operators"]}],
         "connection-types": [
@@ -102,4 +111,5 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "plugins": [{"name": "pulsar_rebalance", "plugin-class": "planner.airflow.plugin.PulsarRebalancePlugin"}],
+        "notifications": list(NOTIFIER_CLASSES),
     }

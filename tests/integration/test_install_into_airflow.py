@@ -21,7 +21,6 @@ import secrets
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -37,10 +36,10 @@ from planner.store.database import Store
 from planner.store.models import AuditEvent, Plan
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import CYCLE_CONF, PostgresServer, _free_port, stop_process_group
+from tests.integration.packaging import REPO, built_wheel, fresh_venv
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
-REPO = Path(__file__).resolve().parents[2]
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
@@ -55,23 +54,7 @@ def readme_dag_line() -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with the built wheel and a stock Airflow from PyPI; returns its root."""
     root = tmp_path_factory.mktemp("installed")
-    clean_env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ["HOME"], "LANG": "C.UTF-8"}
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(root / "dist"), str(REPO)],
-        check=True,
-        capture_output=True,
-        env=clean_env,
-    )
-    [wheel] = (root / "dist").glob("pulsar_rebalance-*.whl")
-    base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(root / "venv")], check=True, env=clean_env)
-    subprocess.run(
-        [str(root / "venv" / "bin" / "pip"), "install", "--quiet", f"{wheel}[airflow,spark,postgres]"],
-        check=True,
-        capture_output=True,
-        cwd=root,
-        env=clean_env,
-    )
+    fresh_venv(root, f"{built_wheel(tmp_path_factory)}[airflow,spark,postgres]")
     return root
 
 
