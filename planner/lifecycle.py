@@ -3,10 +3,11 @@ transition table. The store, the executor, the review pages and the DAG tasks al
 `advance`, so an illegal transition is an error wherever it is attempted.
 
 Plan:      pending → approved | rejected | expired;  empty (no actions) is final;
-           approved → executing | expired;  executing → executed | partial | expired;
-           partial → executing (a rerun) | expired;
-           executed | partial | executing | expired → rolled-back when a rollback of it starts executing
-           (final: a rolled-back plan is never resumed).
+           approved → executing | expired;  executing → executed | partial | stopped | expired;
+           partial | stopped → executing (a rerun: `stopped` is an operator's `stop`, honoured between actions;
+           only an explicit `execute` resumes it) | expired;
+           executed | partial | stopped | executing | expired → rolled-back when a rollback of it starts
+           executing (final: a rolled-back plan is never resumed).
 Attempt:   one row per attempt at one action. `sending` is written and committed *before* the request
            leaves, so a run that dies finds it and knows the request may have reached the broker;
            `sent` is written once the broker accepted; `unknown` when the answer was lost (timeout after
@@ -36,6 +37,7 @@ class PlanStatus(StrEnum):
     EXECUTING = "executing"
     EXECUTED = "executed"
     PARTIAL = "partial"
+    STOPPED = "stopped"  # an operator's stop request ended the execution between two actions
     EXPIRED = "expired"
     EMPTY = "empty"
     ROLLED_BACK = "rolled-back"
@@ -46,9 +48,10 @@ PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType(
         PlanStatus.PENDING: frozenset({PlanStatus.APPROVED, PlanStatus.REJECTED, PlanStatus.EXPIRED}),
         PlanStatus.APPROVED: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED}),
         PlanStatus.EXECUTING: frozenset(
-            {PlanStatus.EXECUTED, PlanStatus.PARTIAL, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}
+            {PlanStatus.EXECUTED, PlanStatus.PARTIAL, PlanStatus.STOPPED, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}
         ),
         PlanStatus.PARTIAL: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}),
+        PlanStatus.STOPPED: frozenset({PlanStatus.EXECUTING, PlanStatus.EXPIRED, PlanStatus.ROLLED_BACK}),
         PlanStatus.REJECTED: frozenset(),
         PlanStatus.EXECUTED: frozenset({PlanStatus.ROLLED_BACK}),
         PlanStatus.EXPIRED: frozenset({PlanStatus.ROLLED_BACK}),
@@ -57,8 +60,10 @@ PLAN_TRANSITIONS: Mapping[PlanStatus, frozenset[PlanStatus]] = MappingProxyType(
     }
 )
 
-# A plan in one of these may be executed (again): approved, or left by a run that stopped or died.
-EXECUTABLE_PLAN_STATUSES = frozenset({PlanStatus.APPROVED, PlanStatus.EXECUTING, PlanStatus.PARTIAL})
+# A plan in one of these may be executed (again): approved, or left by a run that ended early, was stopped or died.
+EXECUTABLE_PLAN_STATUSES = frozenset(
+    {PlanStatus.APPROVED, PlanStatus.EXECUTING, PlanStatus.PARTIAL, PlanStatus.STOPPED}
+)
 
 
 class Decision(StrEnum):

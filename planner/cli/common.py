@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pydantic import ValidationError
 
 from planner.arguments import admin_url
+from planner.collect.admin_client import AdminError
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.errors import InputError, format_validation_error
 from planner.plan.shedding.registry import STRATEGIES
@@ -26,14 +27,24 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pulsar_rebalance")
 
+# The exit codes of every command (README.md, "Exit codes"): scripts and schedulers branch on them.
+EXIT_OK = 0
+# The planner could not do its work, whatever its input: a cluster unreachable or failing, the store unavailable, a
+# worker process that died, a file that cannot be written. Trying again later may succeed.
+EXIT_RUNTIME_FAILURE = 1
+# A usage error or input that cannot be used (argparse's own code): the same command fails again as it is.
 EXIT_BAD_INPUT = 2
+# `execute` ended without every action done: partial, stopped by `stop`, or expired (its JSON says which). A rerun
+# of `execute` resumes a partial or stopped plan.
+EXIT_PARTIAL = 3
 
 # The command groups' `add_parser` returns (argparse's own name for the type is private).
 Commands = argparse._SubParsersAction
 
 
 def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
-    """Parse `argv` and run the command's handler: exit 0, or 2 with a one-line error on bad input."""
+    """Parse `argv` and run the command's handler; its exit code (a handler returns one only to say more than
+    success), or a one-line error on stderr: 2 for bad input, 1 for a runtime failure."""
     try:
         args = parser.parse_args(argv)
         logging.basicConfig(
@@ -41,14 +52,44 @@ def run_command(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
             format="%(levelname)s %(message)s",
             stream=sys.stderr,
         )
-        args.handler(args)
+        code: int | None = args.handler(args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         # The reader (e.g. `head`) went away; that is not an error of ours.
         sys.stderr.close()
-    return 0
+        return EXIT_OK
+    except Exception as error:
+        failure = runtime_failure(error)
+        if failure is None:
+            raise  # a defect: its traceback, and Python's exit code 1, the runtime failure's
+        print(f"error: {failure}", file=sys.stderr)
+        return EXIT_RUNTIME_FAILURE
+    return code or EXIT_OK
+
+
+# The modules only an extra installs, and that extra (pyproject.toml's optional dependencies).
+_EXTRA_OF_MODULE = {"pyspark": "spark", "pandas": "spark", "airflow": "airflow", "psycopg": "postgres"}
+
+
+def runtime_failure(error: Exception) -> str | None:
+    """The one-line message of a failure of what the planner depends on (not of its input), or None for a defect."""
+    if isinstance(error, NotImplementedError | RecursionError):
+        return None
+    if isinstance(error, ModuleNotFoundError) and (extra := _EXTRA_OF_MODULE.get((error.name or "").split(".")[0])):
+        # A command of an extra the installation lacks (the bare package has neither Spark nor Airflow).
+        return f"this command needs {error.name}: install pulsar-rebalance[{extra}]"
+    if isinstance(error, AdminError | RuntimeError):  # the admin API, a worker process, Maven, a concurrent commit
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, OSError):
+        return f"{error.strerror or error}" + (f": {error.filename!r}" if error.filename else "")
+    # The store's driver errors; SQLAlchemy is imported only by the commands that open the store (see open_store).
+    store_errors = sys.modules.get("sqlalchemy.exc")
+    if store_errors is not None and isinstance(error, store_errors.OperationalError | store_errors.InterfaceError):
+        reason = str(error.orig if error.orig is not None else error).strip().splitlines()
+        return f"the store is unavailable: {reason[0] if reason else type(error.orig).__name__}"
+    return None
 
 
 class ArgumentParser(argparse.ArgumentParser):

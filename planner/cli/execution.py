@@ -1,16 +1,19 @@
-"""A committed plan's decision and execution: `approve`, `execute`, `rollback`."""
+"""A committed plan's decision and execution: `approve`, `execute`, `stop`, `rollback`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import getpass
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from planner.arguments import COUNT, ID, RATE_PER_MINUTE, SECONDS
 from planner.cli.common import (
+    EXIT_OK,
+    EXIT_PARTIAL,
     Commands,
     add_plan_cluster_options,
     add_store_options,
@@ -18,11 +21,12 @@ from planner.cli.common import (
     open_store,
     print_json,
 )
-from planner.collect.admin_client import AdminError, PulsarAdminClient
+from planner.collect.admin_client import PulsarAdminClient
 from planner.errors import InputError
 from planner.settings import OS_USER_PREFIX, ExecutorSettings, planner_settings
 
 if TYPE_CHECKING:
+    from planner.execute.report import ProgressEvent
     from planner.store.database import Store
 
 
@@ -96,7 +100,8 @@ def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
 @contextlib.contextmanager
 def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
     """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
-    the clusters file; a URL of another cluster is refused."""
+    the clusters file; a URL of another cluster is refused. A cluster that cannot be read is a runtime failure
+    (exit 1: `run_command`), not bad input."""
     from planner.audit.plan_records import show_plan
 
     plan_cluster = show_plan(store, plan_id).cluster
@@ -105,19 +110,37 @@ def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -
     if not args.cluster and not args.admin_url:
         args.cluster = plan_cluster
     with cluster_settings(args).client() as client:
-        try:
-            if args.admin_url and client.cluster_name() != plan_cluster:
-                raise InputError(
-                    f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
-                    f"but plan {plan_id} is for {plan_cluster!r}"
-                )
-            yield client
-        except AdminError as error:
-            raise InputError(str(error)) from None
+        if args.admin_url and client.cluster_name() != plan_cluster:
+            raise InputError(
+                f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
+                f"but plan {plan_id} is for {plan_cluster!r}"
+            )
+        yield client
 
 
-def command_execute(args: argparse.Namespace) -> None:
+def print_progress(event: ProgressEvent) -> None:
+    """One line on stderr per step of `execute`, for the operator watching it (stdout keeps the JSON result)."""
+    from planner.execute.report import Step
+
+    where = f"[{event.index}/{event.total}]"
+    if event.step is Step.STARTED:
+        line = f"{where} {event.kind} {event.bundle}: started"
+    elif event.step is Step.ENDED:
+        outcome = event.outcome.value if event.outcome is not None else "?"
+        line = f"{where} {event.kind} {event.bundle}: {outcome}" + (f" ({event.reason})" if event.reason else "")
+    elif event.step is Step.WAITING:
+        line = f"waiting {event.seconds:.1f} s before action {event.index}/{event.total} (pacing)"
+    else:
+        stop = event.stop
+        by = f" by {stop.requested_by}" + (f": {stop.reason}" if stop.reason else "") if stop is not None else ""
+        line = f"{where} stopped{by}; no further action is started"
+    print(line, file=sys.stderr, flush=True)
+
+
+def command_execute(args: argparse.Namespace) -> int:
+    """Exit 0 when the plan ended executed, 3 (EXIT_PARTIAL) when it ended partial, stopped or expired."""
     from planner.execute.executor import execute_plan
+    from planner.lifecycle import PlanStatus
 
     settings = _executor_settings(args)  # bad settings fail before anything is read or sent
     store = open_store(args)
@@ -133,8 +156,24 @@ def command_execute(args: argparse.Namespace) -> None:
             ignore_windows=args.ignore_windows,
             # The plan's cluster entry decides (an --admin-url alone never allows it).
             allow_beside_broker_controllers=cluster_settings(args).allow_beside_broker_controllers,
+            progress=print_progress if not args.quiet else _silent,
         )
     print_json(report.to_json())
+    return EXIT_OK if report.status is PlanStatus.EXECUTED else EXIT_PARTIAL
+
+
+def _silent(_event: ProgressEvent) -> None:
+    """`execute --quiet`: no progress lines."""
+
+
+def command_stop(args: argparse.Namespace) -> None:
+    """Record a request to stop the plan's execution before its next action (honoured by whichever run holds it)."""
+    from planner.store.stops import request_stop
+
+    os_user = getpass.getuser()
+    actor = f"cli:{os_user}" + (f" as {args.as_name}" if args.as_name else "")
+    recorded = request_stop(open_store(args), args.plan_id, actor, args.reason or "")
+    print_json(recorded.to_json())
 
 
 def command_rollback(args: argparse.Namespace) -> None:
@@ -215,8 +254,21 @@ def add_commands(commands: Commands) -> None:
         action="store_true",
         help="run outside the execution windows the approval bound (audited as plan.windows-ignored)",
     )
+    execute.add_argument(
+        "--quiet", action="store_true", help="no progress lines on stderr (each action as it starts and ends)"
+    )
     add_store_options(execute)
     execute.set_defaults(handler=command_execute)
+
+    stop = commands.add_parser(
+        "stop",
+        help="stop an executing plan gracefully: the run starts no action after this (exit 2 if not executing)",
+    )
+    stop.add_argument("plan_id", type=ID, metavar="PLAN_ID", help="the executing plan")
+    stop.add_argument("--reason", metavar="TEXT", help="why, for the audit log")
+    stop.add_argument("--as", dest="as_name", metavar="NAME", help="who asks, for the audit log (default: the OS user)")
+    add_store_options(stop)
+    stop.set_defaults(handler=command_stop)
 
     rollback = commands.add_parser(
         "rollback", help="plan the undo of an executed plan: each moved bundle back to its source (then approve)"

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from planner.arguments import COUNT, ID, admin_url
 from planner.cli.common import Commands, add_store_options, cluster_settings, open_store, print_json
-from planner.collect.admin_client import AdminError, WorkerProcessError
-from planner.errors import InputError
 from planner.settings import storage_root
 
 
@@ -18,13 +16,11 @@ def command_collect(args: argparse.Namespace) -> None:
 
     settings = cluster_settings(args)
     store = open_store(args)
+    # A cluster that cannot be read, or a worker process that died, is a runtime failure (exit 1: `run_command`).
     with settings.client() as client:
-        try:
-            result = collect(
-                client, store, storage_root(), settings.name if args.cluster else None, topic_stats=args.topic_stats
-            )
-        except (AdminError, WorkerProcessError) as error:
-            raise InputError(str(error)) from None
+        result = collect(
+            client, store, storage_root(), settings.name if args.cluster else None, topic_stats=args.topic_stats
+        )
     print_json(result.to_json())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from planner.lifecycle import AttemptStatus
+from planner.store.stops import STOP_REQUESTED_EVENT
 
 
 class ExecutionEvent(StrEnum):
@@ -17,6 +18,8 @@ class ExecutionEvent(StrEnum):
     ROLLED_BACK = "plan.rolled-back"  # recorded on the plan a starting rollback ends
     EXPIRED = "plan.expired"
     FINISHED = "plan.execution-finished"
+    STOP_REQUESTED = STOP_REQUESTED_EVENT  # `pulsar-rebalance stop` (planner.store.stops)
+    STOPPED = "plan.stopped"  # a run honoured the stop request: it started no action after it
     # The brokers' own shedding or splitting is on (or cannot be told): the run sends nothing (more).
     BROKER_CONTROLLERS_ON = "plan.broker-controllers-on"
     # A destination the cluster's policies in force forbid: the unload is not sent (its attempt is `skipped`).

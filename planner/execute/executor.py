@@ -20,6 +20,10 @@ How each promise is kept:
   policies in force allow: `planner.execute.declared`). Calls are paced, at most `max_actions` per run, and the
   run stops after `max_failures` failed actions. An action whose destination is down, or whose destination cannot be
   checked, is deferred: the plan ends partial and a rerun performs it.
+- **Stopped when an operator says so.** Before each action, and during the pause between two, a run reads the plan's
+  open stop request (`pulsar-rebalance stop`, `planner.store.stops`): once there is one it starts nothing more (the
+  action under way finishes, its retries and verification included), and the plan ends `stopped`, the request closed
+  and audited in the same transaction. Only an explicit `execute` resumes a stopped plan.
 - **Not beside the brokers' own controllers.** A run reads the brokers' configuration before it sends anything and
   again with each batch of actions; while their own load shedding or automatic bundle splitting is on (or cannot be
   told), it sends nothing more, unless the cluster's settings allow running beside them
@@ -48,7 +52,16 @@ from planner.execute.fence import fence, unfence
 from planner.execute.kinds.protocol import KindExecutor
 from planner.execute.kinds.registry import kind_executor
 from planner.execute.live import SETTLE_MARGIN_SECONDS, LiveCluster
-from planner.execute.report import FAILURES, NOT_RUN, ActionResult, ExecutionReport
+from planner.execute.report import (
+    FAILURES,
+    NOT_RUN,
+    ActionResult,
+    ExecutionReport,
+    Progress,
+    ProgressEvent,
+    Step,
+    no_progress,
+)
 from planner.failpoints import failpoint
 from planner.lifecycle import (
     APPLIED_ATTEMPT_STATUSES,
@@ -78,8 +91,12 @@ from planner.store.models import (
     audit_event,
     utc_now,
 )
+from planner.store.stops import RecordedStop, close_stops, open_stop
 
 T = TypeVar("T")
+
+# How often a paced run's pause between two actions looks for a stop request: a stop waits at most this long.
+STOP_POLL_SECONDS = 1.0
 
 # The step boundaries of an execution, in order; a kill test stops the process at each in turn.
 EXECUTOR_POINTS = (
@@ -231,12 +248,14 @@ class _Run:
         sleep: Callable[[float], None],
         actions: Sequence[ExecutableAction] = (),
         allow_beside_broker_controllers: bool = False,
+        progress: Progress = no_progress,
     ) -> None:
         self.lease, self.store, self.claim, self.live = lease, lease.store, lease.claim, live
         self.cluster = live.cluster
         self.actions = tuple(actions)  # the plan's, in order
         self.settings, self.deadline, self.actor, self.now, self.sleep = settings, deadline, actor, now, sleep
         self.allow_beside_broker_controllers = allow_beside_broker_controllers
+        self.progress = progress
         self._controllers_refused = False  # audited once per run
 
     def write(self, change: Callable[[Session], T]) -> T:
@@ -245,6 +264,25 @@ class _Run:
     def pause(self, seconds: float) -> None:
         self.sleep(seconds)
         self.lease.keep()
+
+    def stop_request(self) -> RecordedStop | None:
+        """The operator's open request to stop this plan's execution, if there is one."""
+        with self.store.session() as session:
+            row = open_stop(session, self.claim.plan_id)
+            return RecordedStop.of(row) if row is not None else None
+
+    def pace(self, seconds: float) -> RecordedStop | None:
+        """Wait `seconds` before the next action, keeping the lease and looking for a stop request meanwhile; the
+        request, as soon as one is seen (the wait ends then)."""
+        remaining = seconds
+        while remaining > 0:
+            step = min(remaining, STOP_POLL_SECONDS)
+            self.pause(step)
+            remaining -= step
+            stop = self.stop_request()
+            if stop is not None:
+                return stop
+        return None
 
     def was_applied(self, action: ExecutableAction) -> bool:
         return any(AttemptStatus(a.status) in APPLIED_ATTEMPT_STATUSES for a in self.attempts(action))
@@ -574,6 +612,7 @@ def execute_plan(
     allow_beside_broker_controllers: bool = False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
+    progress: Progress = no_progress,
 ) -> ExecutionReport:
     """Execute an approved plan (or resume one a stopped run left), holding its claim and its cluster's throughout.
 
@@ -584,6 +623,7 @@ def execute_plan(
     `allow_beside_broker_controllers`: the cluster's setting (`planner.settings.ClusterExecution`); without it, a run
     finding the brokers' own load shedding or bundle splitting on is refused before it sends anything (InputError),
     and one finding it switched on during the execution starts no further action.
+    `progress`: told of each action as it starts and ends, of the pause before the next, and of a stop honoured.
     """
     holder = holder or default_holder(actor)
     approved = _approved(store, plan_id)
@@ -598,7 +638,9 @@ def execute_plan(
         deadline = plan.created + settings.ttl + settings.resume_window
         live = LiveCluster(client, approved.cluster)
         lease = Lease(store, claim, settings.lease, now)
-        run = _Run(lease, live, settings, deadline, actor, now, sleep, plan.actions, allow_beside_broker_controllers)
+        run = _Run(
+            lease, live, settings, deadline, actor, now, sleep, plan.actions, allow_beside_broker_controllers, progress
+        )
         if now() > (plan.created + settings.ttl if plan.started is None else deadline):
             return _expire(run, report, plan.created)
         refusal = run.controllers_refusal(plan.planned_controllers)
@@ -729,29 +771,44 @@ def _perform(run: _Run, report: ExecutionReport, windows: Sequence[ExecutionWind
     last_start = _last_request_started(run.store, run.claim.plan_id)
     if pause and last_start is not None and (wait := (last_start - run.now()).total_seconds() + pause) > 0:
         run.sleep(min(wait, pause))
-    for action in run.actions:
+    total = len(run.actions)
+    stop: RecordedStop | None = None
+    for index, action in enumerate(run.actions, start=1):
         attempts = run.attempts(action)
         done = _done(attempts)
         if done is not None:
             report.actions[action.sequence] = _done_result(action, done)
+            continue
+        # An operator's stop comes first, before the budgets and before settling what is in doubt: after it nothing
+        # more is sent, and what is in doubt stays so for the run that resumes the plan. Read once per action.
+        stop = stop or run.stop_request()
+        if stop is not None:
+            if report.stopped_by is None:
+                report.stopped_by = stop
+                run.progress(ProgressEvent(Step.STOPPED, index, total, action.kind, action.bundle, stop=stop))
+            reason = f"stopped by {stop.requested_by}" + (f": {stop.reason}" if stop.reason else "")
+            report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, reason)
             continue
         # What is in doubt is always settled, whatever the limits: that sends nothing unless it must.
         held_back = None if _in_doubt(attempts) else _held_back(run, windows, failures, performed)
         if held_back is not None:
             report.actions[action.sequence] = ActionResult(action.sequence, NOT_RUN, held_back)
             continue
+        run.progress(ProgressEvent(Step.STARTED, index, total, action.kind, action.bundle))
         try:
             result = run.run_action(action)
         except AdminError as error:
             # The cluster could not be read: what is in doubt stays in doubt for the next run.
             result = ActionResult(action.sequence, AttemptStatus.FAILED, f"cannot check the cluster: {error}")
         report.actions[action.sequence] = result
+        run.progress(ProgressEvent(Step.ENDED, index, total, action.kind, action.bundle, result.status, result.reason))
         failpoint("executor.action-finished")
         performed += 1
         if result.status in FAILURES:
             failures += 1
         if pause and action is not run.actions[-1]:
-            run.sleep(pause)
+            run.progress(ProgressEvent(Step.WAITING, index + 1, total, seconds=pause))
+            stop = run.pace(pause)
 
 
 def _held_back(run: _Run, windows: Sequence[ExecutionWindow], failures: int, performed: int) -> str | None:
@@ -791,6 +848,8 @@ def _finish(run: _Run, report: ExecutionReport) -> ExecutionReport:
         and not all(status is AttemptStatus.SKIPPED for status in statuses)
     ):
         final = PlanStatus.EXECUTED
+    elif report.stopped_by is not None:
+        final = PlanStatus.STOPPED
     elif run.now() > run.deadline and any(status is NOT_RUN for status in statuses):
         final = PlanStatus.EXPIRED
     else:
@@ -800,6 +859,23 @@ def _finish(run: _Run, report: ExecutionReport) -> ExecutionReport:
     def finish(session: Session) -> None:
         plan = session.get(Plan, run.claim.plan_id)
         plan.status = advance(plan.status, final, f"plan {plan.id}").value
+        # Closed with the status the run ended with: one that came too late to stop anything is not left to stop
+        # the next run.
+        closed = close_stops(session, plan.id, final)
+        if report.stopped_by is not None:
+            stop = report.stopped_by
+            session.add(
+                audit_event(
+                    run.cluster,
+                    run.actor,
+                    ExecutionEvent.STOPPED.value,
+                    plan=plan.id,
+                    stopRequest=stop.id,
+                    requestedBy=stop.requested_by,
+                    reason=stop.reason,
+                    notRun=[seq for seq, result in report.actions.items() if result.status is NOT_RUN],
+                )
+            )
         session.add(
             audit_event(
                 run.cluster,
@@ -808,6 +884,7 @@ def _finish(run: _Run, report: ExecutionReport) -> ExecutionReport:
                 plan=plan.id,
                 status=final.value,
                 results=report.to_json(),
+                **({"stopRequestsClosed": closed} if closed else {}),
             )
         )
 
@@ -834,6 +911,7 @@ def _expire(run: _Run, report: ExecutionReport, created: datetime) -> ExecutionR
     def expire(session: Session) -> None:
         plan = session.get(Plan, run.claim.plan_id)
         plan.status = advance(plan.status, PlanStatus.EXPIRED, f"plan {plan.id}").value
+        close_stops(session, plan.id, PlanStatus.EXPIRED)
         session.add(
             audit_event(
                 run.cluster,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from planner.lifecycle import AttemptStatus, PlanStatus
+from planner.store.stops import RecordedStop
 
 
 class NotRun(StrEnum):
@@ -50,6 +52,8 @@ class ExecutionReport:
     still_owned: dict[str, list[str]] | None = None
     # Maintenance plans: the fences (planner.execute.fence) this run set or removed, per broker.
     fences: dict[str, str] | None = None
+    # The operator's stop request this run honoured (the plan is then `stopped`).
+    stopped_by: RecordedStop | None = None
 
     @property
     def results(self) -> dict[int, Outcome]:
@@ -72,4 +76,36 @@ class ExecutionReport:
             "actions": [self.actions[sequence].to_json() for sequence in sorted(self.actions)],
             **({"drainedBrokersStillOwn": self.still_owned} if self.still_owned is not None else {}),
             **({"fences": self.fences} if self.fences is not None else {}),
+            **({"stop": self.stopped_by.to_json()} if self.stopped_by is not None else {}),
         }
+
+
+class Step(StrEnum):
+    """What a progress event tells: an action started or ended, the run waits before the next, or it stopped."""
+
+    STARTED = "started"
+    ENDED = "ended"
+    WAITING = "waiting"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEvent:
+    """One step of a run as it happens, for an operator watching it (the CLI prints them on stderr)."""
+
+    step: Step
+    index: int  # the action's position in the plan, from 1 (WAITING: the next action's)
+    total: int  # the plan's actions
+    kind: str = ""
+    bundle: str = ""
+    outcome: Outcome | None = None  # ENDED
+    reason: str = ""
+    seconds: float = 0.0  # WAITING: the pause before the next action
+    stop: RecordedStop | None = None  # STOPPED
+
+
+Progress = Callable[[ProgressEvent], None]
+
+
+def no_progress(_event: ProgressEvent) -> None:
+    """Nobody watches the run."""

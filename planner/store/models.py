@@ -204,3 +204,19 @@ class PlanMeasurement(Base):
     snapshot_id: Mapped[int] = mapped_column(ForeignKey("snapshots.id"))
     measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
     brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class StopRequest(Base):
+    """An operator's request to stop a plan's execution between two actions (`pulsar-rebalance stop`). The executor
+    reads the open one before each action; the run that honours it, or that ends first, closes it (`outcome`)."""
+
+    __tablename__ = "stop_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id"), index=True)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    requested_by: Mapped[str] = mapped_column(String(300))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The plan status the closing run ended with: `stopped` when it honoured the request, another when it ended first.
+    outcome: Mapped[str | None] = mapped_column(String(30), nullable=True)
