@@ -53,9 +53,9 @@ def request_stop(store: Store, plan_id: int, actor: str, reason: str) -> Recorde
     """Record a request to stop the plan's execution before its next action, audited with `actor` and `reason`.
     Refused (InputError) unless the plan is executing; a request already open is returned, not recorded twice."""
     with store.session() as session:
-        # Read and written in one transaction, so a run that finishes meanwhile either sees the request or leaves
-        # the plan in a status this refuses.
-        plan = session.get(Plan, plan_id)
+        # The plan's row locked (PostgreSQL; SQLite's transactions are serial): a run that finishes meanwhile
+        # either closes this request, or has already left the plan in a status this refuses.
+        plan = session.get(Plan, plan_id, with_for_update=True)
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
         if plan.status != PlanStatus.EXECUTING.value:

@@ -237,30 +237,35 @@ def test_a_stop_that_comes_after_the_last_action_is_closed_with_the_plans_ending
     assert events(store, "plan.execution-finished")[-1].details["stopRequestsClosed"] == [row.id]
 
 
-@pytest.mark.parametrize("entry", ["cli", "library"])
+@pytest.mark.parametrize("entry", ["cli", "airflow"])
 def test_a_stop_recorded_while_no_run_holds_the_plan_is_honoured_by_the_next_before_it_sends(
-    cluster, store, tmp_path, entry
+    cluster, store, tmp_path, entry, monkeypatch
 ):
     """A run that died left the plan executing; a stop recorded then is honoured by the run that resumes it, before
-    its first action, whichever entry point starts it."""
-    from planner.execute.executor import execute_plan
+    its first action, whichever entry point starts it: the CLI's `execute` or the Airflow execute task."""
     from planner.store.models import Plan
 
     a, _, c = cluster.ids
-    plan_id = approved(store, [unload("t/free", a, c)])
+    run_key = f"manual__1:{CLUSTER}:AvgShedder"
+    plan_id = approved(store, [unload("t/free", a, c)], run_key=run_key)
     with store.session() as session:
         session.get(Plan, plan_id).status = PlanStatus.EXECUTING.value  # as a run that died leaves it
     request_stop(store, plan_id, "cli:ops", "hold on")
     if entry == "cli":
-        done = run(
-            "execute", str(plan_id), "--admin-url", cluster.entry.url, "--db", db_url(tmp_path), "--verify-timeout", "0"
-        )
+        done = run(*execute_arguments(plan_id, cluster, tmp_path), "--verify-timeout", "0")
         assert done.returncode == 3 and json.loads(done.stdout)["status"] == "stopped", done.stderr
     else:
-        assert execute_plan(store, MovingClient(cluster), plan_id, FAST).status is PlanStatus.STOPPED
+        from planner.airflow import tasks
+
+        monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path / "airflow"))
+        monkeypatch.setattr(tasks, "store", lambda: store)
+        connection = {"conn_type": "pulsar", "host": cluster.entry.url, "extra": {"verify_timeout_seconds": 0}}
+        monkeypatch.setenv(f"AIRFLOW_CONN_PULSAR_{CLUSTER.upper()}", json.dumps(connection))
+        assert tasks.execute_approved(CLUSTER, "manual__1")["status"] == "stopped"
     assert cluster.unloads() == []
     assert show_plan(store, plan_id).status is PlanStatus.STOPPED
-    assert CLUSTER in {event.cluster for event in events(store, "plan.stopped")}
+    [honoured] = events(store, "plan.stopped")
+    assert honoured.details["requestedBy"] == "cli:ops" and honoured.details["reason"] == "hold on"
 
 
 def test_the_stop_requests_migration_goes_down_and_up_again(tmp_path):
