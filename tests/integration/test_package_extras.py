@@ -2,9 +2,10 @@
 fresh virtualenv from PyPI (the newest releases the ranges allow), runs the commands that extra is for.
 
 - bare: the CLI imports, and every command that needs neither Airflow nor Spark runs (the shedders on the
-  README's example LoadData, the simulator with its plot, the store's commands).
-- `[spark]`: a collect from the local cluster, then `plan run` on a local Spark master, with the predictive
-  strategy (whose usage models go through `applyInPandas`); Spark Connect's client imports; pyspark prints no
+  README's example LoadData, the simulator with its plot, the store's commands); `plan run` and `spark-code`
+  say which extra they need instead of a traceback.
+- `[spark]`: collects from the local cluster, then `plan run` on a local Spark master (the brokers' usage models
+  are fitted through `applyInPandas`) and the plan committed; Spark Connect's client imports; pyspark prints no
   warning about the pandas it got.
 - `[airflow]`: `airflow providers list` shows the provider, its notifier and connection type with no error,
   and the README's DAG file imports and builds the DAGs.
@@ -91,7 +92,18 @@ def test_the_bare_wheel_runs_every_command_that_needs_neither_airflow_nor_spark(
     assert "usage: pulsar-rebalance" in succeeds(venv, tmp_path, "pulsar-rebalance", "--help")
     for command in ("shed", "split-candidates", "split-positions", "topic-bundle", "collect", "snapshots"):
         succeeds(venv, tmp_path, "pulsar-rebalance", command, "--help")
-    for command in ("load-data", "plan", "plans", "spark-code", "approve", "execute", "rollback", "simulate", "db"):
+    for command in (
+        "load-data",
+        "plan",
+        "plans",
+        "spark-code",
+        "approve",
+        "execute",
+        "stop",
+        "rollback",
+        "simulate",
+        "db",
+    ):
         succeeds(venv, tmp_path, "pulsar-rebalance", command, "--help")
 
     example = str(REPO / "examples" / "load-data.json")
@@ -124,6 +136,15 @@ def test_the_bare_wheel_runs_every_command_that_needs_neither_airflow_nor_spark(
     succeeds(venv, tmp_path, "pulsar-rebalance", "snapshots", env=home)
     succeeds(venv, tmp_path, "pulsar-rebalance", "plan", "list", env=home)
 
+    # The Spark commands name the extra they need, in one line, without a traceback.
+    for command in (["plan", "run", "--cluster", "c1"], ["spark-code", "--out", str(tmp_path / "code")]):
+        refused = run(venv, tmp_path, "pulsar-rebalance", *command, env=home)
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr
+        assert refused.stderr.strip().endswith("install pulsar-rebalance[spark]"), refused.stderr
+    # An unreachable cluster is a runtime failure of the collect, not a missing module.
+    collected = run(venv, tmp_path, "pulsar-rebalance", "collect", "--admin-url", "http://127.0.0.1:9", env=home)
+    assert collected.returncode == 1 and "Traceback" not in collected.stderr, collected.stderr
+
 
 @pytest.mark.slow  # installs pyspark once more (~1 minute from pip's cache)
 @pytest.mark.spark
@@ -134,11 +155,15 @@ def test_the_spark_extra_alone_plans_on_a_local_master(distributions, pulsar_clu
     succeeds(venv, tmp_path, "pip", "check", "--disable-pip-version-check")
     # Spark Connect's client has what it needs (grpc, protobufs, zstandard), and pandas is one pyspark supports:
     # the check that warns is run with warnings as errors.
-    succeeds(
-        venv, tmp_path, "python", "-W", "error", "-c",
-        "from pyspark.sql.connect.utils import check_dependencies; check_dependencies('pyspark.sql.connect.session')\n"
-        "from pyspark.sql.pandas.utils import require_minimum_pandas_version; require_minimum_pandas_version()",
-    )  # fmt: skip
+    check = tmp_path / "check_spark_extra.py"
+    check.write_text(
+        "from pyspark.sql.connect.utils import check_dependencies\n"
+        "from pyspark.sql.pandas.utils import require_minimum_pandas_version\n"
+        "check_dependencies()\n"
+        "import pyspark.sql.connect.session\n"
+        "require_minimum_pandas_version()\n"
+    )
+    succeeds(venv, tmp_path, "python", "-W", "error", str(check))
     env = {"PULSAR_REBALANCE_HOME": str(tmp_path / "home"), "SPARK_LOCAL_IP": "127.0.0.1"}
     if os.environ.get("JAVA_HOME"):
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
@@ -149,7 +174,10 @@ def test_the_spark_extra_alone_plans_on_a_local_master(distributions, pulsar_clu
         venv, tmp_path, "pulsar-rebalance", "plan", "run", "--cluster", pulsar_cluster["cluster"],
         "--strategy", "AvgShedderPredictive", "--master", "local[1]", env=env,
     )  # fmt: skip
-    assert json.loads(planned), planned
+    [committed] = json.loads(planned)["plans"]
+    assert committed["cluster"] == pulsar_cluster["cluster"] and committed["plan"], committed
+    shown = json.loads(succeeds(venv, tmp_path, "pulsar-rebalance", "plan", "show", str(committed["plan"]), env=env))
+    assert shown["cluster"] == pulsar_cluster["cluster"], shown
 
 
 @pytest.mark.slow  # installs Airflow once more (~2 minutes from pip's cache)
