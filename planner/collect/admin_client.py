@@ -14,7 +14,6 @@ import contextlib
 import ipaddress
 import json
 import logging
-import multiprocessing
 import os
 import re
 import ssl
@@ -25,7 +24,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing import spawn
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, ForkServerProcess
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -475,10 +476,13 @@ class PulsarAdminClient:
         processes = self.worker_processes(len(keys))
         if not processes:
             return self.map_concurrently(keys, lambda key: call(self, key))
+        if call.__module__ == "__main__":
+            raise ValueError(f"map_in_processes: {call.__qualname__} is not importable (defined in __main__)")
         args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts))
         # forkserver, not fork: this process has threads (heartbeats, pools, a scheduler's), which fork would copy
-        # mid-flight, locks held; and not spawn, which imports the planner again for every pool.
-        context = multiprocessing.get_context("forkserver")
+        # mid-flight, locks held; and not spawn, which imports the planner again for every pool. Its workers start
+        # without this process's `__main__` (`_WorkerProcess`).
+        context = _WorkerContext()
         # Imported once by the fork server (started by the first pool of this process), not by every worker.
         context.set_forkserver_preload([__name__, call.__module__])
         answers: dict[str, T | AdminError] = {}
@@ -795,6 +799,36 @@ def _kill_workers(pool: ProcessPoolExecutor) -> None:
     for them forever; `_processes` is the pool's own record of them (no public handle before Python 3.14)."""
     for process in list(getattr(pool, "_processes", {}).values()):
         process.kill()
+
+
+class _WorkerProcess(ForkServerProcess):
+    """A worker process of `map_in_processes`: forked by the fork server, without its parent's `__main__`."""
+
+
+class _WorkerContext(ForkServerContext):
+    Process = _WorkerProcess
+
+
+_stdlib_preparation_data = spawn.get_preparation_data
+
+
+def _preparation_data(name: str) -> dict[str, Any]:
+    """What multiprocessing sends a process it starts, for it to prepare itself; for a `_WorkerProcess`, without
+    the parent's `__main__`, which it would import again by path (or name) before it runs anything. A worker runs
+    only this module's functions and `call`'s module's, which the fork server imported; and the parent's `__main__`
+    may not import there at all: in an Airflow 3 task it is the `airflow` script, whose import configures Airflow's
+    database from an environment the task masks (`airflow-db-not-allowed:///`), so every worker died before it read
+    anything and the collect failed (`tests/integration/test_collect_processes_in_airflow.py`). Other processes'
+    data is left as it is."""
+    data = _stdlib_preparation_data(name)
+    if name.startswith(f"{_WorkerProcess.__name__}-"):
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+    return data
+
+
+# multiprocessing asks `spawn` for this data in the parent, by the new process's name only (popen_forkserver).
+spawn.get_preparation_data = _preparation_data
 
 
 # The client of a worker process of `map_in_processes`, made once when the worker starts.

@@ -22,65 +22,19 @@ from planner.collect.admin_client import AdminAuth, AdminError, PulsarAdminClien
 from planner.collect.collector import collect, read_archive
 from planner.store.database import Store
 from planner.store.snapshots import list_snapshots
-from tests.fake_pulsar import FakePulsar, Reply, declare, declare_broker
+from tests.fake_extensible import descendants, extensible_cluster, gone
+from tests.fake_pulsar import FakePulsar
 
 CLUSTER = "fake"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.d29ya2Vycw.sig-77aa"
-EXTENSIBLE = "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl"
 BROKERS = 4
-
-
-def _topics(namespace: str, count: int, rate: float) -> dict:
-    topic = {
-        "msgRateIn": rate,
-        "msgRateOut": rate / 2,
-        "msgThroughputIn": rate * 100,
-        "msgThroughputOut": rate * 50,
-        "producerCount": 1,
-        "subscriptions": {"s": {"consumers": [{"consumerName": "c"}]}},
-    }
-    return {
-        namespace: {
-            "0x00000000_0x80000000": {"persistent": {f"persistent://{namespace}/t-{i}": topic for i in range(count)}}
-        }
-    }
-
-
-def _metrics(cpu: float) -> list[dict]:
-    usage = {
-        "brk_lb_cpu_usage": cpu,
-        "brk_lb_memory_usage": 20.0,
-        "brk_lb_directMemory_usage": 1.0,
-        "brk_lb_bandwidth_in_usage": 2.0,
-        "brk_lb_bandwidth_out_usage": 3.0,
-    }
-    return [
-        {"dimensions": {"metric": "loadBalancing"}, "metrics": usage},
-        {"dimensions": {"metric": "loadBalancing", "feature": "max_ema"}, "metrics": {"brk_lb_resource_usage": 0.3}},
-    ]
 
 
 @pytest.fixture
 def cluster():
-    """Four fake brokers of the extensible load manager, each serving one namespace's lower bundle, behind a
-    token; every answer is refused without it."""
-    brokers = sorted((FakePulsar() for _ in range(BROKERS)), key=lambda broker: broker.broker_id)
-    ids = [broker.broker_id for broker in brokers]
-    entry = brokers[0]
-    entry.route("GET", f"/admin/v2/brokers/{CLUSTER}", Reply(200, ids))
-    entry.route("GET", "/admin/v2/brokers/leaderBroker", Reply(200, {"brokerId": ids[0]}))
-    for index, broker in enumerate(brokers):
-        namespace = f"t/ns-{index}"
-        runtime = {"clusterName": CLUSTER, "loadManagerClassName": EXTENSIBLE, "webServicePort": ids[index]}
-        declare_broker(broker, runtime, version="4.2.4")
-        broker.route("GET", "/admin/v2/broker-stats/metrics", Reply(200, _metrics(10.0 + index)))
-        broker.route("GET", "/admin/v2/broker-stats/topics", Reply(200, _topics(namespace, 50 + index, 1.5 + index)))
-        owned = {f"{namespace}/0x00000000_0x80000000": {"is_active": True}}
-        entry.route("GET", f"/admin/v2/brokers/{CLUSTER}/{ids[index]}/ownedNamespaces", Reply(200, owned))
-    declare(entry, CLUSTER, anti_affinity={f"t/ns-{index}": "spread" if index % 2 else None for index in range(4)})
-    yield brokers
-    for broker in brokers:
-        broker.close()
+    """Four fake brokers of the extensible load manager, each serving one namespace's lower bundle."""
+    with extensible_cluster(CLUSTER, BROKERS) as brokers:
+        yield brokers
 
 
 def _client(entry: FakePulsar, **options) -> PulsarAdminClient:
@@ -89,34 +43,9 @@ def _client(entry: FakePulsar, **options) -> PulsarAdminClient:
     )
 
 
-def _descendants(root: int | None = None) -> dict[int, int]:
-    """The descendants of `root` (this process), pid to parent pid."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(stat.parent.name)] = int(fields[1])
-    found, frontier = {}, {root or os.getpid()}
-    while frontier:
-        children = {pid: parent for pid, parent in parents.items() if parent in frontier}
-        found.update(children)
-        frontier = set(children)
-    return found
-
-
 def _workers() -> list[int]:
     """The worker processes: the children of the fork server, this process's child."""
-    descendants = _descendants()
-    return [pid for pid, parent in descendants.items() if parent != os.getpid()]
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    return [pid for pid, parent in descendants().items() if parent != os.getpid()]
 
 
 def _snapshot(store: Store) -> dict:
@@ -236,9 +165,9 @@ def test_stopped_workers_fail_the_collect_past_their_calls_timeouts_and_are_kill
     assert stopped
     assert limit <= elapsed < limit + 15  # not the 30 s the brokers take, nor forever
     deadline = time.monotonic() + 10
-    while not all(_gone(pid) for pid in stopped) and time.monotonic() < deadline:
+    while not all(gone(pid) for pid in stopped) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert all(_gone(pid) for pid in stopped), "a stopped worker was left behind"
+    assert all(gone(pid) for pid in stopped), "a stopped worker was left behind"
     assert list_snapshots(store, CLUSTER, limit=5) == []
     store.dispose()
 
@@ -264,7 +193,7 @@ def test_a_collect_killed_while_its_workers_read_leaves_no_process_behind(cluste
         deadline = time.monotonic() + 60
         family: list[int] = []
         while time.monotonic() < deadline:
-            family = list(_descendants(child.pid))
+            family = list(descendants(child.pid))
             if len(family) >= 3 and any(r.path.endswith("/topics") for b in cluster for r in b.requests):
                 break  # the fork server and two workers, reading
             time.sleep(0.02)
@@ -272,9 +201,9 @@ def test_a_collect_killed_while_its_workers_read_leaves_no_process_behind(cluste
         child.send_signal(signal.SIGKILL)
         child.wait()
         deadline = time.monotonic() + 15
-        while not all(_gone(pid) for pid in family) and time.monotonic() < deadline:
+        while not all(gone(pid) for pid in family) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert [pid for pid in family if not _gone(pid)] == []
+        assert [pid for pid in family if not gone(pid)] == []
     finally:
         child.kill()
 
@@ -304,3 +233,39 @@ def test_an_admin_error_crosses_a_process_boundary_whole():
         True,
         str(error),
     )
+
+
+def test_workers_start_without_the_collects_main_module(cluster, tmp_path):
+    """A worker does not import its parent's `__main__` again: in an Airflow 3 task that is the `airflow` script,
+    whose import fails there (the task's database URL is masked), and every worker died before reading
+    (`tests/integration/test_collect_processes_in_airflow.py` runs the collect DAG under a real scheduler)."""
+    script = textwrap.dedent(
+        f"""
+        if __name__ != "__main__":
+            raise SystemExit("a worker imported the collect's __main__ again")
+        from pathlib import Path
+        from planner.collect.admin_client import PulsarAdminClient
+        from planner.collect.collector import collect
+        from planner.store.database import Store
+        client = PulsarAdminClient({cluster[0].url!r}, read_processes=2, timeout=(1.0, 5.0))
+        collect(client, Store("sqlite:///{tmp_path}/planner.db"), Path({str(tmp_path)!r}))
+        """
+    )
+    path = tmp_path / "collect_main.py"
+    path.write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(path)], cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    store = Store(f"sqlite:///{tmp_path}/planner.db")
+    assert len(_snapshot(store)["loadReports"]) == BROKERS
+    store.dispose()
+
+
+def test_a_call_defined_in_main_is_refused_before_any_worker_starts():
+    def call(client: PulsarAdminClient, key: str) -> str:
+        return key
+
+    call.__module__ = "__main__"  # as a script's own function: a worker, without the script, could not find it
+    with pytest.raises(ValueError, match="call is not importable"):
+        PulsarAdminClient("http://127.0.0.1:1", read_processes=2).map_in_processes(["a", "b"], call)
