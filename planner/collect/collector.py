@@ -286,7 +286,8 @@ def collect(
     # Anti-affinity counts every namespace a broker owns, idle ones too (Pulsar's filters read the brokers' bundles).
     owned_namespaces = {namespace_of(bundle) for report in reports.values() for bundle in report.bundles}
     grouped = sorted(ns for ns in reported_namespaces | owned_namespaces if not is_system_service_namespace(ns))
-    groups_read = groups_read or NamespaceAnswers()
+    # Read while the topic stats were decoded, for every broker's namespaces: kept for the brokers in the snapshot.
+    groups_read = groups_read.of(set(grouped)) if groups_read else NamespaceAnswers()
     namespace_answers = groups_read.merged(
         read_namespaces(
             client,

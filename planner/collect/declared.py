@@ -83,6 +83,15 @@ class NamespaceAnswers:
     # The namespaces whose group was asked for (those without one are in neither `groups` nor `group_errors`).
     groups_asked: set[str] = field(default_factory=set)
 
+    def of(self, namespaces: set[str]) -> NamespaceAnswers:
+        """These answers for `namespaces` only."""
+        return NamespaceAnswers(
+            boundaries={ns: found for ns, found in self.boundaries.items() if ns in namespaces},
+            groups={ns: group for ns, group in self.groups.items() if ns in namespaces},
+            group_errors={ns: error for ns, error in self.group_errors.items() if ns in namespaces},
+            groups_asked=self.groups_asked & namespaces,
+        )
+
     def merged(self, other: NamespaceAnswers) -> NamespaceAnswers:
         """These answers and `other`'s (read for other namespaces) together."""
         return NamespaceAnswers(

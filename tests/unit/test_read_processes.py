@@ -23,7 +23,7 @@ from planner.collect.collector import collect, read_archive
 from planner.store.database import Store
 from planner.store.snapshots import list_snapshots
 from tests.fake_extensible import descendants, extensible_cluster, gone
-from tests.fake_pulsar import FakePulsar
+from tests.fake_pulsar import FakePulsar, Reply
 
 CLUSTER = "fake"
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.d29ya2Vycw.sig-77aa"
@@ -96,6 +96,22 @@ def test_worker_processes_make_the_same_snapshot_as_threads_and_get_the_token_by
     stats_calls = [request for broker in cluster for request in broker.requests if request.path.endswith("/topics")]
     assert len(stats_calls) == 2 * BROKERS
     assert {request.headers.get("Authorization") for request in stats_calls} == {f"Bearer {TOKEN}"}
+
+
+def test_a_broker_whose_topic_stats_fail_is_missing_and_brings_no_group_either_way(cluster, tmp_path):
+    """The groups read while the workers decode cover every broker's namespaces; those of a broker left out of the
+    snapshot are dropped, as the threads' collect never asks for them."""
+    cluster[3].route("GET", "/admin/v2/broker-stats/topics", Reply(500, {"reason": "boom"}))
+    snapshots = {}
+    for processes in (0, 2):
+        store = Store(f"sqlite:///{tmp_path / f'{processes}.db'}")
+        with _client(cluster[0], read_processes=processes) as client:
+            result = collect(client, store, tmp_path / str(processes))
+        assert list(result.missing) == [cluster[3].broker_id]
+        snapshots[processes] = _snapshot(store)
+        store.dispose()
+    assert snapshots[2] == snapshots[0]
+    assert snapshots[2]["declarations"]["policies"]["anti_affinity_groups"] == {"t/ns-1": "spread"}
 
 
 def test_a_worker_killed_mid_read_fails_the_collect_and_keeps_nothing(cluster, tmp_path):
