@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from sqlalchemy.engine import make_url
 
@@ -307,7 +308,7 @@ def test_only_the_airflow_ui_is_published_and_only_on_loopback(services):
 
 def test_every_image_is_pinned_to_a_version(services):
     extras = PYPROJECT["project"]["optional-dependencies"]
-    pyspark = SpecifierSet(next(dep.removeprefix("pyspark") for dep in extras["spark"] if dep.startswith("pyspark>")))
+    pyspark = next(req.specifier for req in map(Requirement, extras["spark"]) if req.name == "pyspark")
     for name, service in services.items():
         repository, tag = _split_image(service["image"])
         assert "@sha256:" in service["image"] or tag not in ("", "latest"), f"{name}: {service['image']} is unpinned"
