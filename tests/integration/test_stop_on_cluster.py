@@ -73,10 +73,13 @@ def test_stop_during_a_paced_execution_sends_nothing_more_and_a_rerun_moves_the_
             timeout=60,
         )
         stopped_at = time.monotonic()
-        out, _ = running.communicate(timeout=120)
+        # Not communicate(): it would read stderr too, taking lines from the reader. The JSON fits the pipe's buffer.
+        running.wait(timeout=120)
+        assert running.stdout is not None
+        out = running.stdout.read()
     finally:
         running.kill()
-    reader.join(10)
+    reader.join(30)
     assert stop.returncode == 0, stop.stderr
     assert running.returncode == 3, lines
     assert time.monotonic() - stopped_at < 5, "honoured within the pacing wait"

@@ -151,6 +151,10 @@ class StderrLines:
                 self.lines.append(line.rstrip("\n"))
                 self._seen.notify_all()
 
+    def join(self) -> None:
+        """Until the process closed its stderr (it ended): every line is read."""
+        self._thread.join(30)
+
     def wait_for(self, text: str, timeout: float = 60) -> None:
         with self._seen:
             if not self._seen.wait_for(lambda: any(text in line for line in self.lines), timeout):
@@ -175,7 +179,11 @@ def test_stop_from_another_process_is_honoured_before_the_next_action(cluster, s
         # Once `stop` returned, the request is committed: from here on the fake must see nothing more.
         seen_at_stop = len(cluster.entry.requests)
         stopped_at = time.monotonic()
-        out, _ = execute.communicate(timeout=60)
+        # Not communicate(): it would read stderr too, taking lines from the reader. The JSON fits the pipe's buffer.
+        execute.wait(timeout=60)
+        assert execute.stdout is not None
+        out = execute.stdout.read()
+        stderr.join()
     finally:
         execute.kill()
     assert stop.returncode == 0, stop.stderr
