@@ -22,6 +22,7 @@ import requests
 from airflow.sdk import BaseHook, BaseNotifier
 
 from planner.errors import InputError
+from planner.lifecycle import PlanStatus
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,18 @@ _HEADLINES = {
     PlanEvent.PARTIAL: "was partly executed",
     PlanEvent.NOT_EXECUTED: "was not executed",
 }
+
+
+def execution_event(status: PlanStatus) -> PlanEvent:
+    """What an execution that left its plan in `status` is told as. A stopped one (`pulsar-rebalance stop`) may
+    have moved bundles before the stop, so it is partial, not "not executed"."""
+    if status is PlanStatus.EXECUTED:
+        return PlanEvent.EXECUTED
+    if status in {PlanStatus.PARTIAL, PlanStatus.STOPPED}:
+        return PlanEvent.PARTIAL
+    return PlanEvent.NOT_EXECUTED
+
+
 # PagerDuty's severities: what needs a person sooner.
 _SEVERITIES = {PlanEvent.AWAITING_APPROVAL: "warning", PlanEvent.PARTIAL: "error", PlanEvent.NOT_EXECUTED: "error"}
 

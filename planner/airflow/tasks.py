@@ -21,14 +21,14 @@ from planner import storage
 from planner.airflow import notifications
 from planner.airflow.gate_text import approval_request_markdown, plan_subject, plan_summary_markdown
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
-from planner.airflow.notifications import PlanEvent, PlanMessage
+from planner.airflow.notifications import PlanEvent, PlanMessage, execution_event
 from planner.approval.decisions import POLICY_SOURCE, approve_by_policies
 from planner.audit.plan_records import show_plan
 from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
-from planner.lifecycle import Decision, PlanStatus
+from planner.lifecycle import Decision
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
@@ -355,9 +355,7 @@ def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, 
     measured = snapshot_broker_load(planner_settings(airflow=True).storage_root, cluster, after["snapshot"])
     record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
     status = show_plan(planner_store, plan_id).status
-    notice = {PlanStatus.EXECUTED: PlanEvent.EXECUTED, PlanStatus.PARTIAL: PlanEvent.PARTIAL}.get(
-        status, PlanEvent.NOT_EXECUTED
-    )
+    notice = execution_event(status)
     details = [f"Status {status.value}; the load measured again is in snapshot {after['snapshot']}."]
     notify_plan(cluster, run_id, notice, context or {}, details)
     return {"plan": plan_id, "status": status.value, "snapshotAfter": after["snapshot"]}

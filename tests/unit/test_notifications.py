@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from planner.airflow import notifications
-from planner.airflow.notifications import PlanEvent, PlanMessage
+from planner.airflow.notifications import PlanEvent, PlanMessage, execution_event
+from planner.lifecycle import PlanStatus
 from tests.receivers import Mailbox, WebhookReceiver, notification_env, smtp_server, webhook_receiver
 
 MESSAGE = PlanMessage(
@@ -110,3 +111,10 @@ def test_every_event_has_a_headline_and_the_html_is_escaped():
         assert PlanMessage(event, "c", 1, "s", "l").title.startswith("[pulsar-rebalance] c: plan 1 ")
     hostile = PlanMessage(PlanEvent.REJECTED, "c", 1, "<script>x</script>", 'http://x/"><b>')
     assert "<script>" not in hostile.html and '"><b>' not in hostile.html
+
+
+def test_a_stopped_execution_is_told_as_partial_not_as_not_executed():
+    assert execution_event(PlanStatus.EXECUTED) is PlanEvent.EXECUTED
+    assert execution_event(PlanStatus.PARTIAL) is PlanEvent.PARTIAL
+    assert execution_event(PlanStatus.STOPPED) is PlanEvent.PARTIAL
+    assert execution_event(PlanStatus.EXPIRED) is PlanEvent.NOT_EXECUTED
