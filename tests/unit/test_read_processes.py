@@ -44,8 +44,18 @@ def _client(entry: FakePulsar, **options) -> PulsarAdminClient:
 
 
 def _workers() -> list[int]:
-    """The worker processes: the children of the fork server, this process's child."""
-    return [pid for pid, parent in descendants().items() if parent != os.getpid()]
+    """The worker processes: the children of this process's fork server. Only those: in a full run this process
+    has other grandchildren (a cluster's, Spark's), which a test must never signal."""
+    found = descendants()
+    servers = {pid for pid, parent in found.items() if parent == os.getpid() and _is_fork_server(pid)}
+    return [pid for pid, parent in found.items() if parent in servers]
+
+
+def _is_fork_server(pid: int) -> bool:
+    try:
+        return b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _snapshot(store: Store) -> dict:
