@@ -61,13 +61,6 @@ def configured_clusters() -> list[str]:
     return list(planner_settings(airflow=True).cluster_names)
 
 
-def approvers() -> list[dict[str, str]]:
-    """Users allowed to answer the approval gate (setting `approvers`); empty means any user who may answer it
-    in Airflow. The id is the auth manager's user id (the user name under the simple auth manager, the numeric
-    id under FAB), which is what Airflow matches; the name is what people read."""
-    return [approver.model_dump() for approver in planner_settings(airflow=True).approvers]
-
-
 def notify_plan(cluster: str, run_id: str, event: PlanEvent, context: Any, details: Sequence[str] = ()) -> PlanMessage:
     """Tell the configured channels (`planner.airflow.notifications`) about the run's plan; a channel that
     fails is audited (`plan.notification-failed`), and the task goes on."""
