@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from planner.airflow.provider import CONNECTION_TYPE, UI_FIELD_BEHAVIOUR
 from planner.collect.admin_client import AdminError, PulsarAdminClient
-from planner.collect.clusters import ClusterSettings
+from planner.collect.clusters import ClusterSettings, OAuth2Settings
 from planner.errors import InputError, format_validation_error
 from planner.settings import ClusterExecution, ExecutorSettings, planner_settings
 from planner.store.database import Store, default_database_url
@@ -22,9 +22,14 @@ from planner.store.database import Store, default_database_url
 CONNECTION_PREFIX = "pulsar_"  # + the cluster's name
 STORE_CONNECTION = "pulsar_rebalance_db"
 
+AUTH_KINDS = ("token", "basic", "oauth2")
+# With `auth = oauth2` (Login: the client id, Password: its secret, unless `credentials_file` names a key file).
+OAUTH2_EXTRAS = ("issuer_url", "credentials_file", "audience", "scope")
 # Extra fields of a `pulsar` connection besides the executor's settings (planner.settings.ExecutorSettings).
 CLUSTER_EXTRAS = (
     "auth",
+    "token_file",
+    *OAUTH2_EXTRAS,
     "ca_file",
     "verify_tls",
     "client_cert",
@@ -33,8 +38,7 @@ CLUSTER_EXTRAS = (
     *ClusterExecution.model_fields,
 )
 # How the admin client reads, in the connection's extra JSON only (no form field).
-# `broker_urls` is a JSON object (broker id → base URL); `broker_url_template` a string (`https://{host}:8443`).
-_CLIENT_EXTRAS = ("max_response_bytes", "read_processes", "broker_urls", "broker_url_template")
+_CLIENT_EXTRAS = ("max_response_bytes", "read_processes")
 # How the Airflow 2 form prefixed extra fields; still accepted.
 _FORM_PREFIX = f"extra__{CONNECTION_TYPE}__"
 
@@ -43,9 +47,12 @@ class PulsarAdminHook(BaseHook):
     """A Pulsar cluster's admin REST API, from a `pulsar` connection.
 
     Host: the admin URL (`https://host:port`; any broker or a proxy). Password: the token (or, with
-    `auth = basic`, the password for Login). Extras: TLS (`ca_file`, `verify_tls`, `client_cert`,
-    `client_key`), `allow_insecure_http_credentials`, `allow_beside_broker_controllers`, where each broker's own web
-    service is (`broker_url_template`, `broker_urls`), and the executor's settings for this cluster.
+    `auth = basic`, the password for Login); or extra `token_file`, a file holding the token, read again whenever it
+    changes (a mounted Kubernetes secret). With `auth = oauth2`: OAuth2 client credentials, Login the client id and
+    Password its secret, or extra `credentials_file` (Pulsar's key file), with extras `issuer_url`, `audience` and
+    `scope`. Extras: TLS (`ca_file`, `verify_tls`, `client_cert`,
+    `client_key`), `allow_insecure_http_credentials`, `allow_beside_broker_controllers`, and the executor's settings
+    for this cluster.
     """
 
     conn_name_attr = "pulsar_conn_id"
@@ -88,16 +95,22 @@ class PulsarAdminHook(BaseHook):
             host = f"{scheme}://{host}"
         if connection.port:
             host = f"{host.rstrip('/')}:{connection.port}"
-        basic = extras.get("auth") == "basic"
-        if extras.get("auth") not in {None, "token", "basic"}:
-            raise InputError(f"connection {self.pulsar_conn_id}: auth must be token or basic, not {extras['auth']!r}")
+        kind = extras.get("auth") or "token"
+        if kind not in AUTH_KINDS:
+            raise InputError(
+                f"connection {self.pulsar_conn_id}: auth must be one of {', '.join(AUTH_KINDS)}, not {kind!r}"
+            )
+        self._check_auth_fields(kind, connection, extras)
+        basic, oauth2 = kind == "basic", kind == "oauth2"
         try:
             return ClusterSettings(
                 name=self.cluster,
                 admin_url=host.rstrip("/"),
-                token=SecretStr(connection.password) if connection.password and not basic else None,
+                token=SecretStr(connection.password) if connection.password and kind == "token" else None,
+                token_file=extras.get("token_file"),
                 username=connection.login if basic else None,
                 password=SecretStr(connection.password) if basic and connection.password else None,
+                oauth2=self._oauth2_settings(connection, extras) if oauth2 else None,
                 ca_file=extras.get("ca_file"),
                 verify_tls=extras.get("verify_tls", True),
                 client_cert=extras.get("client_cert"),
@@ -108,6 +121,29 @@ class PulsarAdminHook(BaseHook):
             )
         except ValidationError as error:
             raise InputError(format_validation_error(error, f"connection {self.pulsar_conn_id}")) from None
+
+    def _check_auth_fields(self, kind: str, connection: Any, extras: dict[str, Any]) -> None:
+        """Fields of another kind of auth than the connection's are refused, rather than silently ignored."""
+        where = f"connection {self.pulsar_conn_id} (auth = {kind})"
+        stray = [key for key in OAUTH2_EXTRAS if key in extras] if kind != "oauth2" else []
+        if kind != "token" and "token_file" in extras:
+            stray.append("token_file")
+        if stray:
+            raise InputError(f"{where}: extra field(s) {stray} belong to another kind of auth")
+        if kind == "token" and "token_file" in extras and connection.password:
+            raise InputError(f"{where}: give the token in Password or extra token_file, not both")
+        if kind == "oauth2" and "credentials_file" in extras and (connection.login or connection.password):
+            raise InputError(f"{where}: give Login and Password (client id and secret) or credentials_file, not both")
+
+    def _oauth2_settings(self, connection: Any, extras: dict[str, Any]) -> OAuth2Settings:
+        try:
+            return OAuth2Settings(
+                client_id=connection.login or None,
+                client_secret=SecretStr(connection.password) if connection.password else None,
+                **{key: extras[key] for key in OAUTH2_EXTRAS if key in extras},
+            )
+        except ValidationError as error:
+            raise InputError(format_validation_error(error, f"connection {self.pulsar_conn_id}, oauth2")) from None
 
     def executor_settings(self, base: ExecutorSettings) -> ExecutorSettings:
         """`base` with this cluster's executor settings from the connection's extras on top."""

@@ -42,9 +42,29 @@ def connection_fields() -> dict[str, Any]:
     return {
         "auth": {
             "label": "Authentication",
-            "schema": {"type": ["string", "null"], "enum": ["token", "basic", None], "default": "token"},
-            "description": "token: the Password field holds a JWT. basic: Login and Password.",
+            "schema": {"type": ["string", "null"], "enum": ["token", "basic", "oauth2", None], "default": "token"},
+            "description": "token: the Password field holds a JWT (or Token file names a file holding it). basic: "
+            "Login and Password. oauth2: client credentials, Login the client id and Password its secret (or "
+            "Credentials file), from the Issuer URL.",
         },
+        "token_file": {
+            "label": "Token file",
+            "schema": {"type": ["string", "null"]},
+            "description": "A file holding the token (auth token), read again whenever it changes: a mounted secret.",
+        },
+        "issuer_url": {
+            "label": "OAuth2 issuer URL",
+            "schema": {"type": ["string", "null"]},
+            "description": "auth oauth2: the identity provider; its token endpoint is read from its OpenID metadata.",
+        },
+        "credentials_file": {
+            "label": "OAuth2 credentials file",
+            "schema": {"type": ["string", "null"]},
+            "description": "auth oauth2: Pulsar's key file (JSON with client_id and client_secret), instead of "
+            "Login and Password.",
+        },
+        "audience": {"label": "OAuth2 audience", "schema": {"type": ["string", "null"]}},
+        "scope": {"label": "OAuth2 scope", "schema": {"type": ["string", "null"]}},
         "ca_file": {
             "label": "CA file",
             "schema": {"type": ["string", "null"]},
@@ -77,7 +97,11 @@ def connection_fields() -> dict[str, Any]:
 
 UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden_fields": ["schema", "port"],
-    "relabeling": {"host": "Admin URL", "login": "Login (basic auth)", "password": "Token or password"},
+    "relabeling": {
+        "host": "Admin URL",
+        "login": "Login (basic auth) or OAuth2 client id",
+        "password": "Token, password or OAuth2 client secret",
+    },
     "placeholders": {"host": "https://pulsar-admin.example:8443", "password": "JWT, or the basic auth password"},
 }
 

@@ -11,7 +11,6 @@ endpoint cannot exhaust memory or the stack. Errors name the broker, endpoint an
 from __future__ import annotations
 
 import contextlib
-import errno
 import ipaddress
 import json
 import logging
@@ -28,19 +27,17 @@ from dataclasses import dataclass, field
 from multiprocessing import spawn
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, ForkServerProcess
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
-from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import MaxRetryError
-from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
-from planner.collect.broker_addresses import MAPPING_HINT, BrokerAddresses
+from planner.collect.oauth2 import OAuth2ClientCredentials, OAuth2Tokens, TokenError
 from planner.errors import InputError
 from planner.names import check_broker_id, check_cluster_name, check_name, check_namespace
 from planner.pulsar.bundle_range import check_bundle_name
@@ -164,36 +161,136 @@ class ClusterSession(requests.Session):
 
 class _BearerToken(requests.auth.AuthBase):
     def __init__(self, token: str) -> None:
-        self._token = token
+        self.token = token
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
-        request.headers["Authorization"] = f"Bearer {self._token}"
+        request.headers["Authorization"] = f"Bearer {self.token}"
         return request
 
     def __repr__(self) -> str:
         return "_BearerToken(***)"
 
 
+class TokenFile:
+    """A token read from a file, read again whenever the file changes (its inode, size or modification time, one
+    `stat` per request): a Kubernetes secret mounted as a file is rotated by swapping the file, and the client sends
+    the new token without a restart. A file gone or empty for a moment (a rotation in progress) keeps the last token.
+    Every token read is kept for masking (`secrets`)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None
+        self._token: str | None = None
+        self._secrets: list[str] = []
+        self.reads = 0
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TokenFile, (self.path,))
+
+    def __repr__(self) -> str:
+        return f"TokenFile({self.path!r})"
+
+    def secrets(self) -> list[str]:
+        with self._lock:
+            return list(self._secrets)
+
+    def token(self) -> str:
+        with self._lock:
+            try:
+                stat = os.stat(self.path)
+                seen = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                if seen != self._seen:
+                    text = Path(self.path).read_text(encoding="utf-8").strip()
+                    if text:
+                        self._token, self._seen = text, seen
+                        self.reads += 1
+                        if text not in self._secrets:
+                            self._secrets.append(text)
+            except (OSError, UnicodeDecodeError) as error:
+                if self._token is None:
+                    reason = getattr(error, "strerror", None) or "not UTF-8 text"
+                    raise TokenError(f"cannot read token_file {self.path!r}: {reason}") from None
+                logger.warning("token_file %s unreadable (%s); sending the token read before", self.path, error)
+            if self._token is None:
+                raise TokenError(f"token_file {self.path!r} is empty")
+            return self._token
+
+    def renewed(self, refused: str) -> bool:
+        """After a 401: whether the file now holds another token than the refused one."""
+        return self.token() != refused
+
+
 @dataclass(frozen=True, slots=True, weakref_slot=True)
 class AdminAuth:
-    """Credentials: a JWT (`Bearer`) or HTTP basic user and password. `repr` never shows the secret."""
+    """Credentials, one kind: a JWT (`Bearer`) given, or read from `token_file` (again when the file changes), HTTP
+    basic user and password, or OAuth2 client credentials (`oauth2`, tokens fetched and refreshed). `repr` never
+    shows a secret; a copy pickled to another process reads or fetches its tokens itself."""
 
     token: str | None = None
     username: str | None = None
     password: str | None = None
+    token_file: str | None = None
+    oauth2: OAuth2ClientCredentials | None = None
+    _source: TokenFile | OAuth2Tokens | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kinds = [
+            self.token is not None,
+            self.username is not None,
+            self.token_file is not None,
+            self.oauth2 is not None,
+        ]
+        if sum(kinds) > 1:
+            raise ValueError("AdminAuth takes one kind of credentials: token, username, token_file or oauth2")
+        source = TokenFile(self.token_file) if self.token_file else OAuth2Tokens(self.oauth2) if self.oauth2 else None
+        object.__setattr__(self, "_source", source)
+
+    @property
+    def kind(self) -> str:
+        if self.token:
+            return "token"
+        if self.token_file:
+            return "token_file"
+        if self.oauth2:
+            return "oauth2"
+        return "basic" if self.username is not None else "none"
+
+    @property
+    def has_credentials(self) -> bool:
+        return self.kind != "none"
+
+    @property
+    def tokens(self) -> TokenFile | OAuth2Tokens | None:
+        """Where the tokens come from when they change while the client lives (a file, an OAuth2 issuer)."""
+        return self._source
 
     def requests_auth(self) -> requests.auth.AuthBase | None:
+        """The credentials for one request; a token read or fetched now when it comes from a file or an issuer
+        (TokenError when it cannot be had)."""
         if self.token:
             return _BearerToken(self.token)
+        if self._source is not None:
+            return _BearerToken(self._source.token())
         if self.username is not None:
             return requests.auth.HTTPBasicAuth(self.username, self.password or "")
         return None
 
+    def renewed(self, refused: requests.auth.AuthBase | None) -> bool:
+        """After a 401 for the credentials `refused`: whether other ones are now held, worth one retry (a token file
+        rotated, an OAuth2 token fetched again). TokenError when a new token cannot be had."""
+        if self._source is None or not isinstance(refused, _BearerToken):
+            return False
+        return self._source.renewed(refused.token)
+
     def secrets(self) -> list[str]:
-        """Every form of the credentials that could come back in an answer (the Basic header is base64)."""
+        """Every form of the credentials that could come back in an answer (the Basic header is base64), and every
+        token read or fetched so far."""
         found = [secret for secret in (self.token, self.password) if secret]
         if self.username is not None and self.password:
             found.append(b64encode(f"{self.username}:{self.password}".encode()).decode())
+        if self._source is not None:
+            found.extend(self._source.secrets())
         return found
 
     def redact(self, text: str) -> str:
@@ -203,8 +300,7 @@ class AdminAuth:
         return text
 
     def __repr__(self) -> str:
-        kind = "token" if self.token else "basic" if self.username is not None else "none"
-        return f"AdminAuth({kind}, ***)"
+        return f"AdminAuth({self.kind}, ***)"
 
 
 class _SecretsFilter(logging.Filter):
@@ -242,9 +338,6 @@ class _ClientArgs:
     admin_url: str
     options: dict[str, Any] = field(default_factory=dict)
     trusted_hosts: frozenset[str] = frozenset()
-    # The cluster's name, and the brokers whose mapped URL the parent checked (`broker_base`): not checked again.
-    cluster: str | None = None
-    mapping_checked: frozenset[str] = frozenset()
 
 
 class WorkerProcessError(RuntimeError):
@@ -259,38 +352,15 @@ class _Answer:
     status: int
     broker: str  # host:port that answered (after redirects)
     body: bytes
-    location: str | None = None  # where a redirect not followed points
 
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
 
-class _Retry(Retry):
-    """urllib3's retries, except for a refused connection or a name that does not resolve: nothing listens there, or
-    the name is wrong, and a retry a fraction of a second later would only say so again, with a warning each time
-    (a broker that restarts takes seconds; the executor's reconciliation covers that)."""
-
-    def increment(
-        self,
-        method: str | None = None,
-        url: str | None = None,
-        response: BaseHTTPResponse | None = None,
-        error: Exception | None = None,
-        _pool: ConnectionPool | None = None,
-        _stacktrace: TracebackType | None = None,
-    ) -> Self:
-        if error is not None and _pool is not None and _refused_or_unresolved(error):
-            raise MaxRetryError(_pool, url or "", error) from error
-        return super().increment(method, url, response, error, _pool, _stacktrace)
-
-
-def _refused_or_unresolved(error: object) -> bool:
-    if isinstance(error, urllib3.exceptions.NameResolutionError):
-        return True
-    return isinstance(error, urllib3.exceptions.NewConnectionError) and isinstance(
-        error.__cause__, ConnectionRefusedError
-    )
+def broker_url(broker_id: str, scheme: str) -> str:
+    """A broker's web service URL from its id (`host:webPort`), with the cluster's scheme."""
+    return f"{scheme}://{broker_id}"
 
 
 class PulsarAdminClient:
@@ -312,12 +382,9 @@ class PulsarAdminClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         allow_insecure_http_credentials: bool = False,
         read_processes: int | None = None,
-        broker_urls: Mapping[str, str] | None = None,
-        broker_url_template: str | None = None,
     ) -> None:
         """`read_processes`: worker processes for `map_in_processes` (0: none, its reads run in threads; None: one per
-        usable CPU, up to `AUTO_READ_PROCESSES_MAX`, with at least two keys each). `broker_urls`, `broker_url_template`:
-        where each broker's own web service is reached (`planner.collect.broker_addresses`)."""
+        usable CPU, up to `AUTO_READ_PROCESSES_MAX`, with at least two keys each)."""
         self._options: dict[str, Any] = {
             "auth": auth,
             "ca_file": ca_file,
@@ -331,18 +398,16 @@ class PulsarAdminClient:
             "max_response_bytes": max_response_bytes,
             "allow_insecure_http_credentials": allow_insecure_http_credentials,
             "read_processes": 0,  # a worker's client reads in threads
-            "broker_urls": dict(broker_urls or {}),
-            "broker_url_template": broker_url_template,
         }
         self.read_processes = read_processes
         parts = urlsplit(admin_url)
         if parts.scheme not in {"http", "https"} or not parts.netloc or not parts.hostname:
             raise InputError(f"invalid admin URL {admin_url!r}: expected http(s)://host:port")
         self._auth = auth or AdminAuth()
-        if self._auth.secrets():
+        if self._auth.has_credentials:
             _SECRETS_FILTER.auths[id(self._auth)] = self._auth
         self.allow_insecure_http_credentials = allow_insecure_http_credentials
-        if self._auth.requests_auth() is not None and not self._plain_text_allowed(admin_url):
+        if self._auth.has_credentials and not self._plain_text_allowed(admin_url):
             raise InputError(
                 f"admin URL {admin_url}: credentials would travel over plain http to a host that is not loopback; "
                 "use https, or set allow_insecure_http_credentials = true in the cluster's settings"
@@ -351,14 +416,6 @@ class PulsarAdminClient:
         self._trusted_hosts = {parts.hostname}
         self.admin_url = admin_url.rstrip("/")
         self.scheme = parts.scheme
-        self.broker_addresses = BrokerAddresses.of(parts.scheme, broker_url_template, broker_urls)
-        # The hosts the operator mapped brokers to are theirs: trusted with the credentials like the brokers.
-        self._trusted_hosts.update(self.broker_addresses.hosts())
-        # Per broker whose URL is mapped: None once the mapping is checked, else why it is wrong (`broker_base`).
-        self._mapping_checked: dict[str, AdminError | None] = {}
-        self._mapping_lock = threading.Lock()
-        # The Pulsar cluster's name once known (`cluster_name`, `active_brokers`), for the mapping check.
-        self._cluster: str | None = None
         self.timeout = timeout
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
@@ -369,7 +426,7 @@ class PulsarAdminClient:
         self._session.verify = self._verify
         self._session.cert = client_cert
         self._session.headers["Accept"] = "application/json"
-        retry = _Retry(
+        retry = Retry(
             total=retries,
             connect=retries,
             read=retries,
@@ -412,13 +469,17 @@ class PulsarAdminClient:
         base: str | None = None,
         params: Mapping[str, str] | None = None,
         body: object = None,
-        redirects: bool = True,
+        renew: bool = True,
     ) -> _Answer:
-        """`redirects`: follow them (else a 3xx is answered, with its `location`)."""
+        """`renew`: on a 401, send once more if the credentials changed meanwhile (a token file rotated, an OAuth2
+        token expired and fetched again); a 401 means the broker did not act, so a write is safe to send again."""
         base = base or self.admin_url
         broker = urlsplit(base).netloc
-        auth = self._auth.requests_auth() if self.credentials_allowed(base) else None
-        if auth is None and self._auth.requests_auth() is not None:
+        try:
+            auth = self._auth.requests_auth() if self.credentials_allowed(base) else None
+        except TokenError as error:
+            raise AdminError(broker, method, path, str(error)) from None
+        if auth is None and self._auth.has_credentials:
             logger.warning("%s %s on %s: not a host the credentials may go to; sent without them", method, path, broker)
         try:
             with self._session.request(
@@ -431,13 +492,11 @@ class PulsarAdminClient:
                 timeout=self.timeout,
                 verify=self._verify,
                 stream=True,
-                allow_redirects=redirects,
             ) as response:
                 answer = _Answer(
                     response.status_code,
                     urlsplit(response.url).netloc or broker,
                     self._read_body(response, method, path),
-                    response.headers.get("Location") if response.is_redirect else None,
                 )
         except requests.TooManyRedirects:
             raise AdminError(broker, method, path, f"more than {self._session.max_redirects} redirects") from None
@@ -445,6 +504,14 @@ class PulsarAdminClient:
             raise AdminError(
                 broker, method, path, _transport_reason(error), may_have_applied=_may_have_been_sent(error)
             ) from None
+        if answer.status == 401 and renew and auth is not None:
+            try:
+                renewed = self._auth.renewed(auth)
+            except TokenError as error:
+                raise AdminError(answer.broker, method, path, f"HTTP 401, and then: {error}", answer.status) from None
+            if renewed:
+                logger.info("%s %s on %s: HTTP 401; sending again with renewed credentials", method, path, broker)
+                return self._request(method, path, base=base, params=params, body=body, renew=False)
         if answer.status >= 400:
             reason = _error_reason(answer, response.reason, self._auth)
             raise AdminError(answer.broker, method, path, reason, answer.status, may_have_applied=answer.status >= 500)
@@ -526,8 +593,7 @@ class PulsarAdminClient:
             return self.map_concurrently(keys, lambda key: call(self, key))
         if call.__module__ == "__main__":
             raise ValueError(f"map_in_processes: {call.__qualname__} is not importable (defined in __main__)")
-        checked = frozenset(broker for broker, failure in self._mapping_checked.items() if failure is None)
-        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts), self._cluster, checked)
+        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts))
         # forkserver, not fork: this process has threads (heartbeats, pools, a scheduler's), which fork would copy
         # mid-flight, locks held; and not spawn, which imports the planner again for every pool. Its workers start
         # without this process's `__main__` (`_WorkerProcess`).
@@ -578,74 +644,6 @@ class PulsarAdminClient:
         attempts = int(self._options["retries"]) + 1
         return (connect + read) * attempts + self.max_response_bytes / 10_000_000
 
-    # --- one broker's own web service ------------------------------------------------------------
-
-    def broker_base(self, broker_id: str) -> str:
-        """The base URL of `broker_id`'s own web service, for the reads only that broker can answer (everything else
-        goes to the admin URL, which may be a proxy): `broker_urls`, else `broker_url_template`, else its id with the
-        admin URL's scheme. A mapped URL is checked to reach that broker, once per client (`_check_mapping`)."""
-        url = self.broker_addresses.url(broker_id)
-        if self.broker_addresses.source(broker_id) is not None:
-            # The operator mapped the broker there: its host may receive the credentials, as the broker's own may.
-            self._trusted_hosts.add(urlsplit(url).hostname or "")
-            self._check_mapping(broker_id, url)
-        return url
-
-    def _from_broker(self, broker_id: str, path: str) -> _Answer:
-        """GET `path` of `broker_id`'s own web service; a failure to reach it names the broker, the URL tried, why,
-        and the settings that map it."""
-        base = self.broker_base(broker_id)
-        try:
-            return self._request("GET", path, base=base)
-        except AdminError as error:
-            raise self._unreachable(broker_id, base, error) from None
-
-    def _check_mapping(self, broker_id: str, base: str) -> None:
-        """Raise unless `base` reaches `broker_id` itself. Pulsar redirects `ownedNamespaces` of a broker to that broker
-        (`BrokersBase.getOwnedNamespaces`, `maybeRedirectToBroker`): asked without following redirects, that broker
-        answers 200, any other answers 307 to it. The result is kept: once per broker and client (one collect)."""
-        with self._mapping_lock:
-            if broker_id in self._mapping_checked:
-                known = self._mapping_checked[broker_id]
-                if known is not None:
-                    raise known
-                return
-        cluster = self._cluster or self.cluster_name()
-        path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
-        try:
-            answer = self._request("GET", path, base=base, redirects=False)
-        except AdminError as error:
-            raise self._unreachable(broker_id, base, error) from None
-        failure = None
-        if answer.status != 200:
-            elsewhere = f"it redirected to {answer.location}" if answer.location else f"it answered {answer.status}"
-            failure = AdminError(
-                broker_id,
-                "GET",
-                path,
-                f"cluster {cluster}: {base} ({self.broker_addresses.source(broker_id)}) does not reach broker "
-                f"{broker_id} but another: {elsewhere}; map {broker_id} to its own web service",
-                answer.status,
-            )
-        # Kept once settled (it reaches that broker, or another); a broker not reached now may be reached later.
-        with self._mapping_lock:
-            self._mapping_checked[broker_id] = failure
-        if failure is not None:
-            raise failure
-
-    def _unreachable(self, broker_id: str, base: str, error: AdminError) -> AdminError:
-        """`error` of a read of `broker_id`'s own web service at `base`, in one line saying what was tried, why it
-        failed and, when the broker was not reached (no answer, a gateway's 502 or 504), which settings map it."""
-        if error.status is not None and error.status not in (502, 504):
-            return error
-        where = f"cluster {self._cluster}: " if self._cluster else ""
-        source = self.broker_addresses.source(broker_id)
-        tried = f"{base} (from {source})" if source else base
-        reason = f"{where}broker {broker_id} unreachable at {tried}: {error.reason}; {MAPPING_HINT}"
-        return AdminError(
-            broker_id, error.method, error.endpoint, reason, error.status, may_have_applied=error.may_have_applied
-        )
-
     # --- reads -----------------------------------------------------------------------------------
 
     def runtime_configuration(self) -> dict[str, Any]:
@@ -661,8 +659,7 @@ class PulsarAdminClient:
         """One broker's own runtime configuration (every key, as strings, secrets included: keep only what is
         needed); AdminError when it may not be read."""
         path = "/admin/v2/brokers/configuration/runtime"
-        answer = self._from_broker(broker_id, path)
-        return _json_object(_json_of(answer, "GET", path, self.max_response_bytes), broker_id, path)
+        return _json_object(self._get_json(path, base=broker_url(broker_id, self.scheme)), broker_id, path)
 
     def dynamic_configuration(self) -> dict[str, Any]:
         """The dynamic configuration's values the cluster overrides (`/brokers/configuration/values`)."""
@@ -672,7 +669,7 @@ class PulsarAdminClient:
     def broker_version(self, broker_id: str | None = None) -> str:
         """The Pulsar release a broker says it runs (`4.2.4`): the answering broker's, or `broker_id`'s own."""
         path = "/admin/v2/brokers/version"
-        answer = self._from_broker(broker_id, path) if broker_id else self._request("GET", path)
+        answer = self._request("GET", path, base=broker_url(broker_id, self.scheme) if broker_id else None)
         version = answer.text.strip().strip('"')
         if not _VERSION.fullmatch(version):
             raise AdminError(answer.broker, "GET", path, f"not a release: {version[:40]!r}", answer.status)
@@ -683,12 +680,10 @@ class PulsarAdminClient:
         Pulsar's naming rule: it names directories and URL paths. `runtime`: the configuration if already read."""
         runtime = self.runtime_configuration() if runtime is None else runtime
         if runtime.get("clusterName"):
-            self._cluster = check_cluster_name(str(runtime["clusterName"]), f"{self.admin_url}'s runtime configuration")
-            return self._cluster
+            return check_cluster_name(str(runtime["clusterName"]), f"{self.admin_url}'s runtime configuration")
         clusters = self._get_json("/admin/v2/clusters")
         if isinstance(clusters, list) and len(clusters) == 1:
-            self._cluster = check_cluster_name(str(clusters[0]), f"{self.admin_url}/admin/v2/clusters")
-            return self._cluster
+            return check_cluster_name(str(clusters[0]), f"{self.admin_url}/admin/v2/clusters")
         raise AdminError(urlsplit(self.admin_url).netloc, "GET", "/admin/v2/clusters", f"ambiguous clusters {clusters}")
 
     def active_brokers(self, cluster: str) -> list[str]:
@@ -696,7 +691,6 @@ class PulsarAdminClient:
         path = f"/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = sorted(check_broker_id(str(broker), f"broker id in {path}") for broker in self._get_json(path))
         self._trusted_hosts.update(urlsplit(f"//{broker}").hostname or "" for broker in brokers)
-        self._cluster = cluster
         return brokers
 
     def leader_broker(self) -> dict[str, str]:
@@ -704,27 +698,21 @@ class PulsarAdminClient:
 
     def load_report_text(self, broker_id: str) -> str:
         """A broker's own LocalBrokerData; only that broker can answer it."""
-        path = "/admin/v2/broker-stats/load-report"
-        answer = self._from_broker(broker_id, path)
-        _json_of(answer, "GET", path, self.max_response_bytes)  # refuse malformed JSON with a clear error
-        return answer.text
+        return self.get_text("/admin/v2/broker-stats/load-report", base=broker_url(broker_id, self.scheme))
 
     def topic_stats(self, broker_id: str) -> dict[str, Any]:
         """Per-topic stats of the topics a broker serves: `{ns: {range: {"persistent": {topic: {...}}}}}`."""
-        return _json_of(
-            self._from_broker(broker_id, path := "/admin/v2/broker-stats/topics"), "GET", path, self.max_response_bytes
-        )
+        return self._get_json("/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme))
 
     def topic_stats_body(self, broker_id: str) -> bytes:
         """`topic_stats` as the broker sent it (within `max_response_bytes`), for a reader that decodes only the
         fields it needs (`planner.collect.extensible`)."""
-        return self._from_broker(broker_id, "/admin/v2/broker-stats/topics").body
+        return self._request("GET", "/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme)).body
 
     def broker_metrics(self, broker_id: str) -> list[dict[str, Any]]:
         """A broker's metrics (`[{"dimensions": {...}, "metrics": {...}}]`); on the extensible load manager they
         hold its `brk_lb_*` resource usage. Reading them makes the broker compute its load data again."""
-        path = "/admin/v2/broker-stats/metrics"
-        return _json_of(self._from_broker(broker_id, path), "GET", path, self.max_response_bytes)
+        return self._get_json("/admin/v2/broker-stats/metrics", base=broker_url(broker_id, self.scheme))
 
     def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, Any]:
         path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
@@ -903,38 +891,17 @@ def _may_have_been_sent(error: requests.RequestException) -> bool:
 
 
 def _transport_reason(error: requests.RequestException) -> str:
-    """Why no answer came, as an operator tells it apart: connection refused, name does not resolve, connect or read
-    timed out, TLS; "retries exhausted" when urllib3 retried first."""
+    kind = type(error).__name__
     # After the retries, requests wraps the last failure in urllib3's MaxRetryError.
     cause = error.args[0] if error.args else None
     last = getattr(cause, "reason", cause)
-    retried = ", retries exhausted" if isinstance(cause, MaxRetryError) and not _refused_or_unresolved(last) else ""
+    if isinstance(error, requests.Timeout) or isinstance(last, TimeoutError | urllib3.exceptions.TimeoutError):
+        return "timed out, retries exhausted" if isinstance(cause, MaxRetryError) else "timed out"
     if isinstance(error, requests.exceptions.SSLError):
         return _tls_reason(error)
-    # Before the timeouts: urllib3 2 makes every failure to connect (NewConnectionError) a ConnectTimeoutError.
-    if isinstance(last, urllib3.exceptions.NameResolutionError):
-        return "name does not resolve"
-    if isinstance(last, urllib3.exceptions.NewConnectionError):
-        return _connect_failure(last) + retried
-    if isinstance(error, requests.ConnectTimeout) or isinstance(last, urllib3.exceptions.ConnectTimeoutError):
-        return "connect timed out" + retried
-    if isinstance(error, requests.Timeout) or isinstance(last, TimeoutError | urllib3.exceptions.TimeoutError):
-        return "read timed out" + retried
     if isinstance(error, requests.ConnectionError):
-        return f"connection failed ({type(last or error).__name__}){retried}"
-    return type(error).__name__
-
-
-def _connect_failure(error: urllib3.exceptions.NewConnectionError) -> str:
-    """A failure to connect by its cause: refused (nothing listens), no route, or another OS error by its text."""
-    cause = error.__cause__
-    if isinstance(cause, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(cause, OSError) and cause.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-        return f"no route to the host ({cause.strerror})"
-    if isinstance(cause, OSError) and cause.strerror:
-        return f"connection failed ({cause.strerror})"
-    return "connection failed"
+        return f"connection failed ({kind})"
+    return kind
 
 
 def _usable_cpus() -> int:
@@ -987,8 +954,6 @@ def _start_worker(args: _ClientArgs, parent_alive: Connection) -> None:
     global _worker_client
     _worker_client = PulsarAdminClient(args.admin_url, **args.options)
     _worker_client._trusted_hosts.update(args.trusted_hosts)
-    _worker_client._cluster = args.cluster
-    _worker_client._mapping_checked.update(dict.fromkeys(args.mapping_checked))
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), name="parent-alive", daemon=True).start()
 
 
