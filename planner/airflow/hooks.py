@@ -38,7 +38,8 @@ CLUSTER_EXTRAS = (
     *ClusterExecution.model_fields,
 )
 # How the admin client reads, in the connection's extra JSON only (no form field).
-_CLIENT_EXTRAS = ("max_response_bytes", "read_processes")
+# `broker_urls` is a JSON object (broker id → base URL); `broker_url_template` a string (`https://{host}:8443`).
+_CLIENT_EXTRAS = ("max_response_bytes", "read_processes", "broker_urls", "broker_url_template")
 # How the Airflow 2 form prefixed extra fields; still accepted.
 _FORM_PREFIX = f"extra__{CONNECTION_TYPE}__"
 
@@ -51,8 +52,8 @@ class PulsarAdminHook(BaseHook):
     changes (a mounted Kubernetes secret). With `auth = oauth2`: OAuth2 client credentials, Login the client id and
     Password its secret, or extra `credentials_file` (Pulsar's key file), with extras `issuer_url`, `audience` and
     `scope`. Extras: TLS (`ca_file`, `verify_tls`, `client_cert`,
-    `client_key`), `allow_insecure_http_credentials`, `allow_beside_broker_controllers`, and the executor's settings
-    for this cluster.
+    `client_key`), `allow_insecure_http_credentials`, `allow_beside_broker_controllers`, where each broker's own web
+    service is (`broker_url_template`, `broker_urls`), and the executor's settings for this cluster.
     """
 
     conn_name_attr = "pulsar_conn_id"

@@ -11,6 +11,7 @@ endpoint cannot exhaust memory or the stack. Errors name the broker, endpoint an
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import json
 import logging
@@ -28,15 +29,19 @@ from multiprocessing import spawn
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, ForkServerProcess
 from pathlib import Path
-from typing import Any, TypeVar
+from types import TracebackType
+from typing import Any, Self, TypeVar
 from urllib.parse import quote, urlsplit
 
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from urllib3.connectionpool import ConnectionPool
 from urllib3.exceptions import MaxRetryError
+from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
+from planner.collect.broker_addresses import MAPPING_HINT, BrokerAddresses
 from planner.collect.oauth2 import OAuth2ClientCredentials, OAuth2Tokens, TokenError
 from planner.errors import InputError
 from planner.names import check_broker_id, check_cluster_name, check_name, check_namespace
@@ -338,6 +343,9 @@ class _ClientArgs:
     admin_url: str
     options: dict[str, Any] = field(default_factory=dict)
     trusted_hosts: frozenset[str] = frozenset()
+    # The cluster's name, and the brokers whose mapped URL the parent checked (`broker_base`): not checked again.
+    cluster: str | None = None
+    mapping_checked: frozenset[str] = frozenset()
 
 
 class WorkerProcessError(RuntimeError):
@@ -352,15 +360,38 @@ class _Answer:
     status: int
     broker: str  # host:port that answered (after redirects)
     body: bytes
+    location: str | None = None  # where a redirect not followed points
 
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
 
-def broker_url(broker_id: str, scheme: str) -> str:
-    """A broker's web service URL from its id (`host:webPort`), with the cluster's scheme."""
-    return f"{scheme}://{broker_id}"
+class _Retry(Retry):
+    """urllib3's retries, except for a refused connection or a name that does not resolve: nothing listens there, or
+    the name is wrong, and a retry a fraction of a second later would only say so again, with a warning each time
+    (a broker that restarts takes seconds; the executor's reconciliation covers that)."""
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        if error is not None and _pool is not None and _refused_or_unresolved(error):
+            raise MaxRetryError(_pool, url or "", error) from error
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def _refused_or_unresolved(error: object) -> bool:
+    if isinstance(error, urllib3.exceptions.NameResolutionError):
+        return True
+    return isinstance(error, urllib3.exceptions.NewConnectionError) and isinstance(
+        error.__cause__, ConnectionRefusedError
+    )
 
 
 class PulsarAdminClient:
@@ -382,9 +413,12 @@ class PulsarAdminClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         allow_insecure_http_credentials: bool = False,
         read_processes: int | None = None,
+        broker_urls: Mapping[str, str] | None = None,
+        broker_url_template: str | None = None,
     ) -> None:
         """`read_processes`: worker processes for `map_in_processes` (0: none, its reads run in threads; None: one per
-        usable CPU, up to `AUTO_READ_PROCESSES_MAX`, with at least two keys each)."""
+        usable CPU, up to `AUTO_READ_PROCESSES_MAX`, with at least two keys each). `broker_urls`, `broker_url_template`:
+        where each broker's own web service is reached (`planner.collect.broker_addresses`)."""
         self._options: dict[str, Any] = {
             "auth": auth,
             "ca_file": ca_file,
@@ -398,6 +432,8 @@ class PulsarAdminClient:
             "max_response_bytes": max_response_bytes,
             "allow_insecure_http_credentials": allow_insecure_http_credentials,
             "read_processes": 0,  # a worker's client reads in threads
+            "broker_urls": dict(broker_urls or {}),
+            "broker_url_template": broker_url_template,
         }
         self.read_processes = read_processes
         parts = urlsplit(admin_url)
@@ -416,6 +452,14 @@ class PulsarAdminClient:
         self._trusted_hosts = {parts.hostname}
         self.admin_url = admin_url.rstrip("/")
         self.scheme = parts.scheme
+        self.broker_addresses = BrokerAddresses.of(parts.scheme, broker_url_template, broker_urls)
+        # The hosts the operator mapped brokers to are theirs: trusted with the credentials like the brokers.
+        self._trusted_hosts.update(self.broker_addresses.hosts())
+        # Per broker whose URL is mapped: None once the mapping is checked, else why it is wrong (`broker_base`).
+        self._mapping_checked: dict[str, AdminError | None] = {}
+        self._mapping_lock = threading.Lock()
+        # The Pulsar cluster's name once known (`cluster_name`, `active_brokers`), for the mapping check.
+        self._cluster: str | None = None
         self.timeout = timeout
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
@@ -426,7 +470,7 @@ class PulsarAdminClient:
         self._session.verify = self._verify
         self._session.cert = client_cert
         self._session.headers["Accept"] = "application/json"
-        retry = Retry(
+        retry = _Retry(
             total=retries,
             connect=retries,
             read=retries,
@@ -469,10 +513,12 @@ class PulsarAdminClient:
         base: str | None = None,
         params: Mapping[str, str] | None = None,
         body: object = None,
+        redirects: bool = True,
         renew: bool = True,
     ) -> _Answer:
-        """`renew`: on a 401, send once more if the credentials changed meanwhile (a token file rotated, an OAuth2
-        token expired and fetched again); a 401 means the broker did not act, so a write is safe to send again."""
+        """`redirects`: follow them (else a 3xx is answered, with its `location`). `renew`: on a 401, send once more
+        if the credentials changed meanwhile (a token file rotated, an OAuth2 token expired and fetched again); a
+        401 means the broker did not act, so a write is safe to send again."""
         base = base or self.admin_url
         broker = urlsplit(base).netloc
         try:
@@ -492,11 +538,13 @@ class PulsarAdminClient:
                 timeout=self.timeout,
                 verify=self._verify,
                 stream=True,
+                allow_redirects=redirects,
             ) as response:
                 answer = _Answer(
                     response.status_code,
                     urlsplit(response.url).netloc or broker,
                     self._read_body(response, method, path),
+                    response.headers.get("Location") if response.is_redirect else None,
                 )
         except requests.TooManyRedirects:
             raise AdminError(broker, method, path, f"more than {self._session.max_redirects} redirects") from None
@@ -511,7 +559,9 @@ class PulsarAdminClient:
                 raise AdminError(answer.broker, method, path, f"HTTP 401, and then: {error}", answer.status) from None
             if renewed:
                 logger.info("%s %s on %s: HTTP 401; sending again with renewed credentials", method, path, broker)
-                return self._request(method, path, base=base, params=params, body=body, renew=False)
+                return self._request(
+                    method, path, base=base, params=params, body=body, redirects=redirects, renew=False
+                )
         if answer.status >= 400:
             reason = _error_reason(answer, response.reason, self._auth)
             raise AdminError(answer.broker, method, path, reason, answer.status, may_have_applied=answer.status >= 500)
@@ -593,7 +643,8 @@ class PulsarAdminClient:
             return self.map_concurrently(keys, lambda key: call(self, key))
         if call.__module__ == "__main__":
             raise ValueError(f"map_in_processes: {call.__qualname__} is not importable (defined in __main__)")
-        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts))
+        checked = frozenset(broker for broker, failure in self._mapping_checked.items() if failure is None)
+        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts), self._cluster, checked)
         # forkserver, not fork: this process has threads (heartbeats, pools, a scheduler's), which fork would copy
         # mid-flight, locks held; and not spawn, which imports the planner again for every pool. Its workers start
         # without this process's `__main__` (`_WorkerProcess`).
@@ -644,6 +695,74 @@ class PulsarAdminClient:
         attempts = int(self._options["retries"]) + 1
         return (connect + read) * attempts + self.max_response_bytes / 10_000_000
 
+    # --- one broker's own web service ------------------------------------------------------------
+
+    def broker_base(self, broker_id: str) -> str:
+        """The base URL of `broker_id`'s own web service, for the reads only that broker can answer (everything else
+        goes to the admin URL, which may be a proxy): `broker_urls`, else `broker_url_template`, else its id with the
+        admin URL's scheme. A mapped URL is checked to reach that broker, once per client (`_check_mapping`)."""
+        url = self.broker_addresses.url(broker_id)
+        if self.broker_addresses.source(broker_id) is not None:
+            # The operator mapped the broker there: its host may receive the credentials, as the broker's own may.
+            self._trusted_hosts.add(urlsplit(url).hostname or "")
+            self._check_mapping(broker_id, url)
+        return url
+
+    def _from_broker(self, broker_id: str, path: str) -> _Answer:
+        """GET `path` of `broker_id`'s own web service; a failure to reach it names the broker, the URL tried, why,
+        and the settings that map it."""
+        base = self.broker_base(broker_id)
+        try:
+            return self._request("GET", path, base=base)
+        except AdminError as error:
+            raise self._unreachable(broker_id, base, error) from None
+
+    def _check_mapping(self, broker_id: str, base: str) -> None:
+        """Raise unless `base` reaches `broker_id` itself. Pulsar redirects `ownedNamespaces` of a broker to that broker
+        (`BrokersBase.getOwnedNamespaces`, `maybeRedirectToBroker`): asked without following redirects, that broker
+        answers 200, any other answers 307 to it. The result is kept: once per broker and client (one collect)."""
+        with self._mapping_lock:
+            if broker_id in self._mapping_checked:
+                known = self._mapping_checked[broker_id]
+                if known is not None:
+                    raise known
+                return
+        cluster = self._cluster or self.cluster_name()
+        path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
+        try:
+            answer = self._request("GET", path, base=base, redirects=False)
+        except AdminError as error:
+            raise self._unreachable(broker_id, base, error) from None
+        failure = None
+        if answer.status != 200:
+            elsewhere = f"it redirected to {answer.location}" if answer.location else f"it answered {answer.status}"
+            failure = AdminError(
+                broker_id,
+                "GET",
+                path,
+                f"cluster {cluster}: {base} ({self.broker_addresses.source(broker_id)}) does not reach broker "
+                f"{broker_id} but another: {elsewhere}; map {broker_id} to its own web service",
+                answer.status,
+            )
+        # Kept once settled (it reaches that broker, or another); a broker not reached now may be reached later.
+        with self._mapping_lock:
+            self._mapping_checked[broker_id] = failure
+        if failure is not None:
+            raise failure
+
+    def _unreachable(self, broker_id: str, base: str, error: AdminError) -> AdminError:
+        """`error` of a read of `broker_id`'s own web service at `base`, in one line saying what was tried, why it
+        failed and, when the broker was not reached (no answer, a gateway's 502 or 504), which settings map it."""
+        if error.status is not None and error.status not in (502, 504):
+            return error
+        where = f"cluster {self._cluster}: " if self._cluster else ""
+        source = self.broker_addresses.source(broker_id)
+        tried = f"{base} (from {source})" if source else base
+        reason = f"{where}broker {broker_id} unreachable at {tried}: {error.reason}; {MAPPING_HINT}"
+        return AdminError(
+            broker_id, error.method, error.endpoint, reason, error.status, may_have_applied=error.may_have_applied
+        )
+
     # --- reads -----------------------------------------------------------------------------------
 
     def runtime_configuration(self) -> dict[str, Any]:
@@ -659,7 +778,8 @@ class PulsarAdminClient:
         """One broker's own runtime configuration (every key, as strings, secrets included: keep only what is
         needed); AdminError when it may not be read."""
         path = "/admin/v2/brokers/configuration/runtime"
-        return _json_object(self._get_json(path, base=broker_url(broker_id, self.scheme)), broker_id, path)
+        answer = self._from_broker(broker_id, path)
+        return _json_object(_json_of(answer, "GET", path, self.max_response_bytes), broker_id, path)
 
     def dynamic_configuration(self) -> dict[str, Any]:
         """The dynamic configuration's values the cluster overrides (`/brokers/configuration/values`)."""
@@ -669,7 +789,7 @@ class PulsarAdminClient:
     def broker_version(self, broker_id: str | None = None) -> str:
         """The Pulsar release a broker says it runs (`4.2.4`): the answering broker's, or `broker_id`'s own."""
         path = "/admin/v2/brokers/version"
-        answer = self._request("GET", path, base=broker_url(broker_id, self.scheme) if broker_id else None)
+        answer = self._from_broker(broker_id, path) if broker_id else self._request("GET", path)
         version = answer.text.strip().strip('"')
         if not _VERSION.fullmatch(version):
             raise AdminError(answer.broker, "GET", path, f"not a release: {version[:40]!r}", answer.status)
@@ -680,10 +800,12 @@ class PulsarAdminClient:
         Pulsar's naming rule: it names directories and URL paths. `runtime`: the configuration if already read."""
         runtime = self.runtime_configuration() if runtime is None else runtime
         if runtime.get("clusterName"):
-            return check_cluster_name(str(runtime["clusterName"]), f"{self.admin_url}'s runtime configuration")
+            self._cluster = check_cluster_name(str(runtime["clusterName"]), f"{self.admin_url}'s runtime configuration")
+            return self._cluster
         clusters = self._get_json("/admin/v2/clusters")
         if isinstance(clusters, list) and len(clusters) == 1:
-            return check_cluster_name(str(clusters[0]), f"{self.admin_url}/admin/v2/clusters")
+            self._cluster = check_cluster_name(str(clusters[0]), f"{self.admin_url}/admin/v2/clusters")
+            return self._cluster
         raise AdminError(urlsplit(self.admin_url).netloc, "GET", "/admin/v2/clusters", f"ambiguous clusters {clusters}")
 
     def active_brokers(self, cluster: str) -> list[str]:
@@ -691,6 +813,7 @@ class PulsarAdminClient:
         path = f"/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = sorted(check_broker_id(str(broker), f"broker id in {path}") for broker in self._get_json(path))
         self._trusted_hosts.update(urlsplit(f"//{broker}").hostname or "" for broker in brokers)
+        self._cluster = cluster
         return brokers
 
     def leader_broker(self) -> dict[str, str]:
@@ -698,21 +821,27 @@ class PulsarAdminClient:
 
     def load_report_text(self, broker_id: str) -> str:
         """A broker's own LocalBrokerData; only that broker can answer it."""
-        return self.get_text("/admin/v2/broker-stats/load-report", base=broker_url(broker_id, self.scheme))
+        path = "/admin/v2/broker-stats/load-report"
+        answer = self._from_broker(broker_id, path)
+        _json_of(answer, "GET", path, self.max_response_bytes)  # refuse malformed JSON with a clear error
+        return answer.text
 
     def topic_stats(self, broker_id: str) -> dict[str, Any]:
         """Per-topic stats of the topics a broker serves: `{ns: {range: {"persistent": {topic: {...}}}}}`."""
-        return self._get_json("/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme))
+        return _json_of(
+            self._from_broker(broker_id, path := "/admin/v2/broker-stats/topics"), "GET", path, self.max_response_bytes
+        )
 
     def topic_stats_body(self, broker_id: str) -> bytes:
         """`topic_stats` as the broker sent it (within `max_response_bytes`), for a reader that decodes only the
         fields it needs (`planner.collect.extensible`)."""
-        return self._request("GET", "/admin/v2/broker-stats/topics", base=broker_url(broker_id, self.scheme)).body
+        return self._from_broker(broker_id, "/admin/v2/broker-stats/topics").body
 
     def broker_metrics(self, broker_id: str) -> list[dict[str, Any]]:
         """A broker's metrics (`[{"dimensions": {...}, "metrics": {...}}]`); on the extensible load manager they
         hold its `brk_lb_*` resource usage. Reading them makes the broker compute its load data again."""
-        return self._get_json("/admin/v2/broker-stats/metrics", base=broker_url(broker_id, self.scheme))
+        path = "/admin/v2/broker-stats/metrics"
+        return _json_of(self._from_broker(broker_id, path), "GET", path, self.max_response_bytes)
 
     def owned_bundles(self, cluster: str, broker_id: str) -> dict[str, Any]:
         path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
@@ -891,17 +1020,38 @@ def _may_have_been_sent(error: requests.RequestException) -> bool:
 
 
 def _transport_reason(error: requests.RequestException) -> str:
-    kind = type(error).__name__
+    """Why no answer came, as an operator tells it apart: connection refused, name does not resolve, connect or read
+    timed out, TLS; "retries exhausted" when urllib3 retried first."""
     # After the retries, requests wraps the last failure in urllib3's MaxRetryError.
     cause = error.args[0] if error.args else None
     last = getattr(cause, "reason", cause)
-    if isinstance(error, requests.Timeout) or isinstance(last, TimeoutError | urllib3.exceptions.TimeoutError):
-        return "timed out, retries exhausted" if isinstance(cause, MaxRetryError) else "timed out"
+    retried = ", retries exhausted" if isinstance(cause, MaxRetryError) and not _refused_or_unresolved(last) else ""
     if isinstance(error, requests.exceptions.SSLError):
         return _tls_reason(error)
+    # Before the timeouts: urllib3 2 makes every failure to connect (NewConnectionError) a ConnectTimeoutError.
+    if isinstance(last, urllib3.exceptions.NameResolutionError):
+        return "name does not resolve"
+    if isinstance(last, urllib3.exceptions.NewConnectionError):
+        return _connect_failure(last) + retried
+    if isinstance(error, requests.ConnectTimeout) or isinstance(last, urllib3.exceptions.ConnectTimeoutError):
+        return "connect timed out" + retried
+    if isinstance(error, requests.Timeout) or isinstance(last, TimeoutError | urllib3.exceptions.TimeoutError):
+        return "read timed out" + retried
     if isinstance(error, requests.ConnectionError):
-        return f"connection failed ({kind})"
-    return kind
+        return f"connection failed ({type(last or error).__name__}){retried}"
+    return type(error).__name__
+
+
+def _connect_failure(error: urllib3.exceptions.NewConnectionError) -> str:
+    """A failure to connect by its cause: refused (nothing listens), no route, or another OS error by its text."""
+    cause = error.__cause__
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(cause, OSError) and cause.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return f"no route to the host ({cause.strerror})"
+    if isinstance(cause, OSError) and cause.strerror:
+        return f"connection failed ({cause.strerror})"
+    return "connection failed"
 
 
 def _usable_cpus() -> int:
@@ -954,6 +1104,8 @@ def _start_worker(args: _ClientArgs, parent_alive: Connection) -> None:
     global _worker_client
     _worker_client = PulsarAdminClient(args.admin_url, **args.options)
     _worker_client._trusted_hosts.update(args.trusted_hosts)
+    _worker_client._cluster = args.cluster
+    _worker_client._mapping_checked.update(dict.fromkeys(args.mapping_checked))
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), name="parent-alive", daemon=True).start()
 
 

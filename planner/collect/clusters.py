@@ -13,6 +13,8 @@ a file that holds the token or password.
     # allow_insecure_http_credentials = true   # only if a token must go over plain http to another host
     max_response_bytes = 134217728         # larger admin API answers are refused (default 128 MiB)
     # read_processes = 2                     # processes decoding extensible brokers' topic stats (default: one per CPU)
+    # broker_url_template = "https://{host}:8443"   # where each broker's own web service is, if not at its id
+    # broker_urls = { "10.0.0.7:8080" = "https://proxy.example/brokers/b-1/" }   # per broker id, over the template
     # allow_beside_broker_controllers = true   # execute even while the brokers' own shedding or splitting is on
 
     [[clusters]]
@@ -44,10 +46,19 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from planner.collect.admin_client import DEFAULT_MAX_RESPONSE_BYTES, AdminAuth, PulsarAdminClient, is_loopback
+from planner.collect.broker_addresses import check_broker_urls, check_template
 from planner.collect.oauth2 import OAuth2ClientCredentials, read_key_file
 from planner.errors import InputError, format_validation_error
 from planner.names import check_name
 from planner.settings import ClusterExecution, planner_settings
+
+
+def _broker_urls(urls: dict[str, str] | None) -> dict[str, str] | None:
+    return check_broker_urls(urls) if urls is not None else None
+
+
+def _broker_url_template(template: str | None) -> str | None:
+    return check_template(template) if template is not None else None
 
 
 class OAuth2Settings(BaseModel):
@@ -104,6 +115,10 @@ class ClusterSettings(ClusterExecution):
     # Worker processes decoding the topic stats of an extensible load manager's brokers (0: none, threads of the
     # collect's own process; unset: one per usable CPU, up to 4, with two brokers each at least).
     read_processes: int | None = Field(default=None, ge=0, le=64)
+    # Where each broker's own web service is reached, when its id (`host:webPort`) is not reachable from here
+    # (`planner.collect.broker_addresses`): an explicit URL per broker id, over a template, over `{scheme}://{id}`.
+    broker_urls: Annotated[dict[str, str] | None, AfterValidator(_broker_urls)] = None
+    broker_url_template: Annotated[str | None, AfterValidator(_broker_url_template)] = None
     # Direct secrets are accepted for programmatic use (Airflow Connections), never logged or printed.
     token: SecretStr | None = None
     password: SecretStr | None = None
@@ -210,6 +225,8 @@ class ClusterSettings(ClusterExecution):
             max_response_bytes=self.max_response_bytes,
             allow_insecure_http_credentials=self.allow_insecure_http_credentials,
             read_processes=self.read_processes,
+            broker_urls=self.broker_urls,
+            broker_url_template=self.broker_url_template,
         )
 
 
