@@ -345,6 +345,7 @@ class _ClientArgs:
     trusted_hosts: frozenset[str] = frozenset()
     # The cluster's name, and the brokers whose mapped URL the parent checked (`broker_base`): not checked again.
     cluster: str | None = None
+    brokers: tuple[str, ...] = ()
     mapping_checked: frozenset[str] = frozenset()
 
 
@@ -458,8 +459,10 @@ class PulsarAdminClient:
         # Per broker whose URL is mapped: None once the mapping is checked, else why it is wrong (`broker_base`).
         self._mapping_checked: dict[str, AdminError | None] = {}
         self._mapping_lock = threading.Lock()
-        # The Pulsar cluster's name once known (`cluster_name`, `active_brokers`), for the mapping check.
+        # The Pulsar cluster's name and active brokers once known (`cluster_name`, `active_brokers`), for the mapping
+        # check.
         self._cluster: str | None = None
+        self._brokers: tuple[str, ...] = ()
         self.timeout = timeout
         self.concurrency = concurrency
         self.max_response_bytes = max_response_bytes
@@ -644,7 +647,8 @@ class PulsarAdminClient:
         if call.__module__ == "__main__":
             raise ValueError(f"map_in_processes: {call.__qualname__} is not importable (defined in __main__)")
         checked = frozenset(broker for broker, failure in self._mapping_checked.items() if failure is None)
-        args = _ClientArgs(self.admin_url, self._options, frozenset(self._trusted_hosts), self._cluster, checked)
+        trusted = frozenset(self._trusted_hosts)
+        args = _ClientArgs(self.admin_url, self._options, trusted, self._cluster, self._brokers, checked)
         # forkserver, not fork: this process has threads (heartbeats, pools, a scheduler's), which fork would copy
         # mid-flight, locks held; and not spawn, which imports the planner again for every pool. Its workers start
         # without this process's `__main__` (`_WorkerProcess`).
@@ -720,7 +724,10 @@ class PulsarAdminClient:
     def _check_mapping(self, broker_id: str, base: str) -> None:
         """Raise unless `base` reaches `broker_id` itself. Pulsar redirects `ownedNamespaces` of a broker to that broker
         (`BrokersBase.getOwnedNamespaces`, `maybeRedirectToBroker`): asked without following redirects, that broker
-        answers 200, any other answers 307 to it. The result is kept: once per broker and client (one collect)."""
+        answers 200, any other one 307 to it. And that broker redirects the same question about another broker: a
+        URL that answers 200 for both follows the redirects itself, as Pulsar's proxy does on its `/admin` route,
+        and would hand each per-broker read to whichever broker it picks. The result is kept once settled: one check
+        per broker and client (one collect)."""
         with self._mapping_lock:
             if broker_id in self._mapping_checked:
                 known = self._mapping_checked[broker_id]
@@ -728,11 +735,8 @@ class PulsarAdminClient:
                     raise known
                 return
         cluster = self._cluster or self.cluster_name()
-        path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
-        try:
-            answer = self._request("GET", path, base=base, redirects=False)
-        except AdminError as error:
-            raise self._unreachable(broker_id, base, error) from None
+        setting = self.broker_addresses.source(broker_id)
+        answer, path = self._owned_namespaces_at(base, cluster, broker_id, broker_id)
         failure = None
         if answer.status != 200:
             elsewhere = f"it redirected to {answer.location}" if answer.location else f"it answered {answer.status}"
@@ -740,15 +744,35 @@ class PulsarAdminClient:
                 broker_id,
                 "GET",
                 path,
-                f"cluster {cluster}: {base} ({self.broker_addresses.source(broker_id)}) does not reach broker "
-                f"{broker_id} but another: {elsewhere}; map {broker_id} to its own web service",
+                f"cluster {cluster}: {base} ({setting}) does not reach broker {broker_id} but another: {elsewhere}; "
+                f"map {broker_id} to its own web service",
                 answer.status,
             )
-        # Kept once settled (it reaches that broker, or another); a broker not reached now may be reached later.
+        elif other := next((broker for broker in self._brokers if broker != broker_id), None):
+            answer, path = self._owned_namespaces_at(base, cluster, other, broker_id)
+            if answer.status == 200:
+                failure = AdminError(
+                    broker_id,
+                    "GET",
+                    path,
+                    f"cluster {cluster}: {base} ({setting}) answers for other brokers too (it follows Pulsar's "
+                    "redirects, as a proxy's /admin route does), so a read there may be another broker's; map "
+                    f"{broker_id} to its own web service",
+                    answer.status,
+                )
+        # Kept once settled (it reaches that broker, or not); a broker not reached now may be reached later.
         with self._mapping_lock:
             self._mapping_checked[broker_id] = failure
         if failure is not None:
             raise failure
+
+    def _owned_namespaces_at(self, base: str, cluster: str, broker_id: str, mapped: str) -> tuple[_Answer, str]:
+        """`ownedNamespaces` of `broker_id` at `base` (`mapped`'s URL), redirects not followed (`_check_mapping`)."""
+        path = f"/admin/v2/brokers/{quote(cluster, safe='')}/{quote(broker_id, safe=':')}/ownedNamespaces"
+        try:
+            return self._request("GET", path, base=base, redirects=False), path
+        except AdminError as error:
+            raise self._unreachable(mapped, base, error) from None
 
     def _unreachable(self, broker_id: str, base: str, error: AdminError) -> AdminError:
         """`error` of a read of `broker_id`'s own web service at `base`, in one line saying what was tried, why it
@@ -813,7 +837,7 @@ class PulsarAdminClient:
         path = f"/admin/v2/brokers/{quote(cluster, safe='')}"
         brokers = sorted(check_broker_id(str(broker), f"broker id in {path}") for broker in self._get_json(path))
         self._trusted_hosts.update(urlsplit(f"//{broker}").hostname or "" for broker in brokers)
-        self._cluster = cluster
+        self._cluster, self._brokers = cluster, tuple(brokers)
         return brokers
 
     def leader_broker(self) -> dict[str, str]:
@@ -1104,7 +1128,7 @@ def _start_worker(args: _ClientArgs, parent_alive: Connection) -> None:
     global _worker_client
     _worker_client = PulsarAdminClient(args.admin_url, **args.options)
     _worker_client._trusted_hosts.update(args.trusted_hosts)
-    _worker_client._cluster = args.cluster
+    _worker_client._cluster, _worker_client._brokers = args.cluster, args.brokers
     _worker_client._mapping_checked.update(dict.fromkeys(args.mapping_checked))
     threading.Thread(target=_exit_with_parent, args=(parent_alive,), name="parent-alive", daemon=True).start()
 

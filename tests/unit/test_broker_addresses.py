@@ -36,10 +36,14 @@ def admin():
 
 @pytest.fixture
 def proxy():
-    """A proxy exposing each broker under its own path, on another loopback host than the admin URL's."""
+    """A proxy exposing each broker under its own path, on another loopback host than the admin URL's: there each
+    broker answers for itself, and redirects a question about another broker to that one, as Pulsar's brokers do."""
     server = FakePulsar(host="127.0.0.2")
     for broker, path in ((BROKER_A, "/brokers/a"), (BROKER_B, "/brokers/b")):
         server.route("GET", path + owned_path(broker), Reply(200, {}))
+        for other in {BROKER_A, BROKER_B} - {broker}:
+            redirect = Reply(307, headers={"Location": f"http://{other}{owned_path(other)}"})
+            server.route("GET", path + owned_path(other), redirect)
         server.route("GET", path + LOAD_REPORT, Reply(200, load_report()))
         server.route("GET", path + "/admin/v2/broker-stats/topics", Reply(200, {"t/ns": {}}))
     yield server
@@ -123,7 +127,9 @@ def test_only_per_broker_reads_go_to_the_mapped_url_checked_once_with_the_creden
         pulsar.load_report_text(BROKER_A)
         pulsar.load_report_text(BROKER_A)
         pulsar.topic_stats(BROKER_B)
-    assert proxy.calls[("GET", "/brokers/a" + owned_path(BROKER_A))] == 1  # the mapping check, once
+    # The mapping check, once: the broker answers for itself, and redirects a question about another broker.
+    assert proxy.calls[("GET", "/brokers/a" + owned_path(BROKER_A))] == 1
+    assert proxy.calls[("GET", "/brokers/a" + owned_path(BROKER_B))] == 1
     assert proxy.calls[("GET", "/brokers/a" + LOAD_REPORT)] == 2
     assert proxy.calls[("GET", "/brokers/b" + owned_path(BROKER_B))] == 1
     assert [r.path for r in admin.requests] == [f"/admin/v2/brokers/{CLUSTER}"]  # cluster calls stay on the admin URL
@@ -146,6 +152,20 @@ def test_a_mapping_that_reaches_another_broker_is_refused_before_any_read(admin,
             assert f"redirected to {other}{owned_path(BROKER_A)}" in message
     assert proxy.calls[("GET", "/brokers/a" + LOAD_REPORT)] == 0
     assert proxy.calls[("GET", "/brokers/a" + owned_path(BROKER_A))] == 1  # a settled answer is kept
+
+
+def test_a_mapping_to_a_url_that_follows_redirects_itself_is_refused(admin, proxy):
+    """Pulsar's proxy follows the brokers' redirects on its /admin route: asked about any broker, it answers 200,
+    and a per-broker read there is answered by whichever broker it picked."""
+    proxy.route("GET", "/brokers/a" + owned_path(BROKER_B), Reply(200, {}))
+    with mapped(admin, proxy) as pulsar:
+        pulsar.active_brokers(CLUSTER)
+        with pytest.raises(AdminError) as raised:
+            pulsar.load_report_text(BROKER_A)
+    message = str(raised.value)
+    assert f"{proxy.url}/brokers/a (broker_urls) answers for other brokers too (it follows Pulsar's" in message
+    assert f"map {BROKER_A} to its own web service" in message and "\n" not in message
+    assert proxy.calls[("GET", "/brokers/a" + LOAD_REPORT)] == 0
 
 
 def test_the_mapping_reaches_worker_processes_checked_by_the_parent_only(admin, proxy):
