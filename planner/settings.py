@@ -33,6 +33,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     SecretStr,
     ValidationError,
     field_validator,
@@ -220,6 +221,30 @@ class Approver(BaseModel):
         prefix = OS_USER_PREFIX if entry.startswith(OS_USER_PREFIX) else ""
         user_id, _, name = entry.removeprefix(prefix).partition(":")
         return cls(id=prefix + user_id.strip(), name=name.strip() or user_id.strip())
+
+
+class ApprovalNotifier(BaseModel):
+    """A notifier a deployment adds to the approval gate's `notifiers` (Airflow's Slack or email providers', its
+    own): built with `kwargs` when a gate of a matching DAG asks for approval, and called by Airflow with the gate's
+    context, in which `plan_notification` is the planner's message (`title`, `text`, `link` to the approval form,
+    `review_link` to the plan's page)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    notifier: str = Field(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$",
+        description="The `BaseNotifier` class's import path, e.g. "
+        "`airflow.providers.slack.notifications.slack.SlackNotifier`.",
+    )
+    kwargs: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="Its arguments (JSON), templated as the notifier templates them, e.g. "
+        '`{"slack_conn_id": "slack", "channel": "#pulsar", "text": "{{ plan_notification.text }}"}`. Secrets '
+        "belong in the connection the notifier names, not here.",
+    )
+    dags: tuple[str, ...] = Field(
+        ("*",), description="DAG ids or shell patterns (`pulsar_rebalance_plan_prod-*`) whose gate it notifies."
+    )
 
 
 class ExecutorSettings(BaseModel):
@@ -422,8 +447,13 @@ class PlannerSettings(BaseSettings):
     )
     notify_webhook_conn_id: str | None = Field(
         None,
-        description="An `http` connection whose URL gets the same notifications as JSON (Slack, Teams, or with a "
-        "`routing_key` extra PagerDuty); unset: no webhook.",
+        description="A `pulsar_rebalance_webhook` connection (or an `http` one) whose URL gets the same notifications "
+        "as JSON (Slack, Teams, or with a `routing_key` extra PagerDuty); unset: no webhook.",
+    )
+    approval_notifiers: tuple[ApprovalNotifier, ...] = Field(
+        (),
+        description="The deployment's own notifiers of the approval gate's request (JSON list of `{notifier, kwargs, "
+        "dags}`), called through the gate's `notifiers` after the planner's email and webhook.",
     )
     spark_local_ip: str = Field("127.0.0.1", description="Address the Spark driver binds (loopback for local masters).")
     measure_wait: float = Field(

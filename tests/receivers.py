@@ -98,7 +98,7 @@ def notification_env(mailbox: Mailbox | None, receiver: WebhookReceiver | None) 
         }
     if receiver is not None:
         hook = {
-            "conn_type": "http",
+            "conn_type": "pulsar_rebalance_webhook",
             "host": f"{receiver.url}/services/T000/B000/secret-path",
             "password": "s3cret-token",
             "extra": {"headers": {"X-Team": "platform"}},

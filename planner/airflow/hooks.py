@@ -1,4 +1,5 @@
-"""Airflow hooks: the `pulsar` connection type (a cluster's admin API) and the planner's store.
+"""Airflow hooks: the `pulsar` connection type (a cluster's admin API), the planner's store and the notifications'
+webhook.
 
 Hooks own the connections; operators and task functions ask them for a client, settings or a store.
 """
@@ -6,13 +7,23 @@ Hooks own the connections; operators and task functions ask them for a client, s
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+import requests
 from airflow.sdk import BaseHook
 from pydantic import SecretStr, ValidationError
 from sqlalchemy.engine import make_url
 
-from planner.airflow.provider import CONNECTION_TYPE, UI_FIELD_BEHAVIOUR
+from planner.airflow.provider import (
+    CONNECTION_TYPE,
+    UI_FIELD_BEHAVIOUR,
+    WEBHOOK_CONNECTION_TYPE,
+    WEBHOOK_CONNECTION_TYPES,
+    WEBHOOK_FIELD_BEHAVIOUR,
+    webhook_connection_fields,
+)
 from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, OAuth2Settings
 from planner.errors import InputError, format_validation_error
@@ -207,3 +218,80 @@ class PlannerStoreHook(BaseHook):
 
     def get_conn(self) -> Store:
         return _cached_store(self.database_url())
+
+
+WEBHOOK_TIMEOUT_SECONDS = 10.0
+_WEBHOOK_FORM_PREFIX = f"extra__{WEBHOOK_CONNECTION_TYPE}__"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookEndpoint:
+    url: str = field(repr=False)  # Slack's and Teams' URLs hold their secret
+    headers: dict[str, str] = field(repr=False)  # the bearer token
+    verify: bool | str  # requests' `verify`: check the certificate (against this CA file)
+    routing_key: str | None = field(default=None, repr=False)
+
+
+class WebhookHook(BaseHook):
+    """An HTTP endpoint that takes JSON, from a `pulsar_rebalance_webhook` connection (or an `http` one, as before
+    that type existed).
+
+    Host: the whole URL (`https://hooks.example.com/services/...`), or a host name with its path
+    (`hooks.example.com/services/...`), then Schema is the URL scheme (default `https`) and Port the port.
+    Password: a bearer token, sent as `Authorization`. Extras: `headers` (an object), `routing_key` (a PagerDuty
+    Events API v2 key: the body then is a PagerDuty event too), `verify_tls` and `ca_file`; `verify` (false, or a
+    CA bundle path) as `http` connections give it.
+    """
+
+    conn_name_attr = "webhook_conn_id"
+    default_conn_name = "pulsar_rebalance_webhook"
+    conn_type = WEBHOOK_CONNECTION_TYPE
+    hook_name = "Pulsar rebalance webhook"
+
+    def __init__(self, webhook_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.webhook_conn_id = webhook_conn_id
+
+    def get_conn(self) -> WebhookEndpoint:
+        where = f"connection {self.webhook_conn_id}"
+        connection = self.get_connection(self.webhook_conn_id)
+        if connection.conn_type not in WEBHOOK_CONNECTION_TYPES:
+            raise InputError(
+                f"{where}: conn_type must be {WEBHOOK_CONNECTION_TYPE} (or http), not {connection.conn_type!r}"
+            )
+        extra = {
+            key.removeprefix(_WEBHOOK_FORM_PREFIX): value
+            for key, value in connection.extra_dejson.items()
+            if value is not None and value != ""  # an empty form field: the default
+        }
+        if connection.conn_type == WEBHOOK_CONNECTION_TYPE:  # an http connection may carry the http hook's extras
+            unknown = sorted(set(extra) - set(webhook_connection_fields()))
+            if unknown:
+                raise InputError(f"{where}: unknown extra field(s) {unknown}")
+        host = (connection.host or "").strip()
+        if "://" in host:
+            url = host
+        elif host:
+            url = f"{connection.schema or 'https'}://{host}{f':{connection.port}' if connection.port else ''}"
+        else:
+            raise InputError(f"{where}: host (the webhook's URL) is empty")
+        headers = extra.get("headers") or {}
+        if not isinstance(headers, Mapping):
+            raise InputError(f"{where}: extra headers must be a JSON object")
+        headers = {str(name): str(value) for name, value in headers.items()}
+        if connection.password:
+            headers["Authorization"] = f"Bearer {connection.password}"
+        verify = extra["verify"] if "verify" in extra else (extra.get("ca_file") or extra.get("verify_tls", True))
+        return WebhookEndpoint(url, headers, verify, extra.get("routing_key"))
+
+    def post(self, endpoint: WebhookEndpoint, body: Mapping[str, Any]) -> None:
+        response = requests.post(
+            endpoint.url, json=body, headers=endpoint.headers, timeout=WEBHOOK_TIMEOUT_SECONDS, verify=endpoint.verify
+        )
+        if response.status_code >= 400:
+            # The URL can hold a secret (Slack's do): name the connection, not the URL.
+            raise InputError(f"webhook {self.webhook_conn_id} answered HTTP {response.status_code}")
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        return WEBHOOK_FIELD_BEHAVIOUR

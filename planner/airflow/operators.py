@@ -11,8 +11,12 @@ Nothing the gate shows or records comes from XCom, which Airflow's `user` role c
 A gate marked "success" by hand never reaches `execute_complete`, so no decision is recorded and the
 execute task refuses (`planner.airflow.tasks.execute_approved`).
 
-The body links to the plan's review page under Airflow's `[api] base_url`. A plan an approval policy
-approves (`planner.approval.policies`) is recorded as approved by `policy:<name>` and asks nobody.
+The body links to the plan's review page under Airflow's `[api] base_url`. The request is told through the
+operator's own `notifiers`, which Airflow calls once the Required Action exists: the planner's channels, the
+deployment's notifiers for this DAG (setting `approval_notifiers`) and any the DAG's code passed, each guarded so that
+a notification that fails is audited and never fails the gate; the message links to the Required Action's form
+(`planner.airflow.notifications.approval_form_url`), then to the review page. A plan an approval policy approves
+(`planner.approval.policies`) is recorded as approved by `policy:<name>` and asks nobody.
 
 `ExecutionWindowOperator` holds an approved plan until an execution window of its cluster opens,
 deferred to the triggerer: it holds no worker slot, and the deferral is in Airflow's database, so
@@ -27,6 +31,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseOperator
 
+from planner.airflow import notifications
 from planner.airflow import tasks as airflow_tasks
 from planner.airflow.notifications import PlanEvent
 from planner.settings import planner_settings
@@ -38,6 +43,7 @@ class PlanApprovalOperator(ApprovalOperator):
     def __init__(self, *, cluster: str, **kwargs: Any) -> None:
         super().__init__(subject=f"Rebalance {cluster}", **kwargs)
         self.cluster = cluster
+        self.declared_notifiers = tuple(self.notifiers)  # the DAG's own; the planner's are added when it asks
 
     def _apply_settings(self) -> None:
         # The DAG's parse sets the environment's timeout and approvers (it reads no Variable); the gate asks and
@@ -59,7 +65,15 @@ class PlanApprovalOperator(ApprovalOperator):
         self.subject, self.body = request.subject, request.markdown
         timeout = self.response_timeout
         waits = [f"Without an answer within {timeout} it is rejected."] if timeout else []
-        airflow_tasks.notify_plan(self.cluster, context["run_id"], PlanEvent.AWAITING_APPROVAL, context, waits)
+        form = notifications.approval_form_url(context)
+        message = airflow_tasks.plan_message(self.cluster, context["run_id"], PlanEvent.AWAITING_APPROVAL, waits, form)
+        context[notifications.CONTEXT_KEY] = message
+
+        def failed(channel: str) -> None:
+            airflow_tasks.notification_failed(message, [channel])
+
+        # Airflow calls them once it has stored the request (its form exists), then parks the task.
+        self.notifiers = notifications.gate_notifiers(message, self.dag_id, self.declared_notifiers, failed)
         return super().execute(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:

@@ -1,6 +1,6 @@
 """Provider info for Airflow's providers manager (the `apache_airflow_provider` entry point): the `pulsar`
-connection type with its hook, form fields and Test button, the modules of the hooks and operators, the
-notifier classes and the plugin."""
+connection type with its hook, form fields and Test button, the notifications' webhook connection type, the modules
+of the hooks and operators, the notifier classes and the plugin."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from planner.settings import ClusterExecution, ExecutorSettings
 
 PACKAGE = "pulsar-rebalance"
 CONNECTION_TYPE = "pulsar"
+# The notifications' webhook: a type of our own, which the UI offers without the http provider. Connections of type
+# http (made before it existed) are read alike.
+WEBHOOK_CONNECTION_TYPE = "pulsar_rebalance_webhook"
+WEBHOOK_CONNECTION_TYPES = (WEBHOOK_CONNECTION_TYPE, "http", "https")
 # The integration's documentation: the load balancing this package plans for. The package's own documentation
 # link is not provider info: Airflow reads it from the distribution's `Project-URL: Documentation`, which stays
 # unset while the project has no public home (README.md and docs/ ship in the sdist).
@@ -106,6 +110,48 @@ UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
+def webhook_connection_fields() -> dict[str, Any]:
+    """The webhook connection form's extra fields."""
+    return {
+        "headers": {
+            "label": "Headers",
+            "schema": {"type": ["object", "null"]},
+            "description": "Extra HTTP headers sent with each message, as a JSON object.",
+        },
+        "routing_key": {
+            "label": "PagerDuty routing key",
+            "schema": {"type": ["string", "null"], "format": "password"},
+            "description": "An Events API v2 integration key: each message is a PagerDuty event too (post to "
+            "https://events.pagerduty.com/v2/enqueue).",
+        },
+        "verify_tls": {"label": "Verify TLS", "schema": {"type": ["boolean", "null"], "default": True}},
+        "ca_file": {
+            "label": "CA file",
+            "schema": {"type": ["string", "null"]},
+            "description": "PEM file of the CA that signed the endpoint's certificate (default: the system's CAs).",
+        },
+    }
+
+
+WEBHOOK_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden_fields": ["schema", "port", "login"],
+    "relabeling": {"host": "Webhook URL", "password": "Bearer token"},
+    "placeholders": {
+        "host": "https://hooks.slack.com/services/T000/B000/XXXX",
+        "password": "sent as Authorization: Bearer (optional)",
+    },
+}
+
+
+def _ui_field_behaviour(behaviour: dict[str, Any]) -> dict[str, Any]:
+    """A hook's field behaviour as provider info spells it."""
+    return {
+        "hidden-fields": behaviour["hidden_fields"],
+        "relabeling": behaviour["relabeling"],
+        "placeholders": behaviour["placeholders"],
+    }
+
+
 def get_provider_info() -> dict[str, Any]:
     try:
         installed = version(PACKAGE)
@@ -127,12 +173,15 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-class-name": "planner.airflow.hooks.PulsarAdminHook",
                 "hook-name": "Pulsar admin API",
                 "conn-fields": connection_fields(),
-                "ui-field-behaviour": {
-                    "hidden-fields": UI_FIELD_BEHAVIOUR["hidden_fields"],
-                    "relabeling": UI_FIELD_BEHAVIOUR["relabeling"],
-                    "placeholders": UI_FIELD_BEHAVIOUR["placeholders"],
-                },
-            }
+                "ui-field-behaviour": _ui_field_behaviour(UI_FIELD_BEHAVIOUR),
+            },
+            {
+                "connection-type": WEBHOOK_CONNECTION_TYPE,
+                "hook-class-name": "planner.airflow.hooks.WebhookHook",
+                "hook-name": "Pulsar rebalance webhook",
+                "conn-fields": webhook_connection_fields(),
+                "ui-field-behaviour": _ui_field_behaviour(WEBHOOK_FIELD_BEHAVIOUR),
+            },
         ],
         "plugins": [{"name": "pulsar_rebalance", "plugin-class": "planner.airflow.plugin.PulsarRebalancePlugin"}],
         "notifications": list(NOTIFIER_CLASSES),

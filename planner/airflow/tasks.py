@@ -64,27 +64,43 @@ def configured_clusters() -> list[str]:
 def notify_plan(cluster: str, run_id: str, event: PlanEvent, context: Any, details: Sequence[str] = ()) -> PlanMessage:
     """Tell the configured channels (`planner.airflow.notifications`) about the run's plan; a channel that
     fails is audited (`plan.notification-failed`), and the task goes on."""
+    message = plan_message(cluster, run_id, event, details)
+    failed = notifications.send(message, context)
+    if failed:
+        notification_failed(message, failed)
+    return message
+
+
+def plan_message(
+    cluster: str, run_id: str, event: PlanEvent, details: Sequence[str] = (), action_link: str | None = None
+) -> PlanMessage:
+    """The message about the run's plan, from the store; with `action_link` (the approval form) the review page is
+    its second link."""
     planner_store = store()
     plan_id = _run_plan(planner_store, cluster, run_id)
     plan = show_plan(planner_store, plan_id).checked_document()
-    message = PlanMessage(event, cluster, plan_id, plan_subject(plan), plan_url(plan_id), tuple(details))
-    failed = notifications.send(message, context)
-    if failed:
-        record_events(
-            planner_store,
-            audit_event(
-                cluster, "airflow:notify", "plan.notification-failed", plan=plan_id, notice=event, channels=failed
-            ),
-        )
-    return message
+    review = plan_url(plan_id)
+    if action_link is None:
+        return PlanMessage(event, cluster, plan_id, plan_subject(plan), review, tuple(details))
+    return PlanMessage(event, cluster, plan_id, plan_subject(plan), action_link, tuple(details), review_link=review)
+
+
+def notification_failed(message: PlanMessage, channels: Sequence[str]) -> None:
+    """Audit channels that could not tell of the message (`plan.notification-failed`)."""
+    event = audit_event(
+        message.cluster,
+        "airflow:notify",
+        "plan.notification-failed",
+        plan=message.plan_id,
+        notice=message.event,
+        channels=list(channels),
+    )
+    record_events(store(), event)
 
 
 def plan_url(plan_id: int) -> str:
     """The plan's review page under Airflow's configured `[api] base_url` (Airflow's own fallback if unset)."""
-    from airflow.configuration import conf
-
-    base_url = conf.get("api", "base_url", fallback=None) or "http://localhost:8080/"
-    return f"{base_url.rstrip('/')}{URL_PREFIX}/plans/{plan_id}"
+    return f"{notifications.ui_base_url().rstrip('/')}{URL_PREFIX}/plans/{plan_id}"
 
 
 def collect_cluster(cluster: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import psycopg
 import pytest
@@ -237,6 +237,7 @@ CYCLE_CONF = {
     "verify_timeout_seconds": 15,
 }
 OUTSIDE_POLICY = {"name": "tiny-moves", "max_actions": 20, "max_msg_rate_share": 0.01}
+APPROVERS_MAIL = "approvers@example.test"  # the approved cycle's notifier from the `approval_notifiers` setting
 
 
 def airflow_env(cluster: Mapping[str, Any], root: Path) -> dict[str, str]:
@@ -281,6 +282,21 @@ def approved_cycle(pulsar_cluster: dict[str, Any], tmp_path_factory: pytest.Temp
     with smtp_server() as mailbox, webhook_receiver() as receiver:
         env = airflow_env(pulsar_cluster, tmp_path_factory.mktemp("approved-cycle"))
         env |= notification_env(mailbox, receiver)
+        # Where the notifications' links point: the api-server the review page tests start serves there.
+        env["AIRFLOW__API__BASE_URL"] = f"http://127.0.0.1:{_free_port()}"
+        # A deployment's own notifier of the gate's request: the SMTP provider's, templated from the gate's context.
+        approvers_mail = {
+            "notifier": "airflow.providers.smtp.notifications.smtp.SmtpNotifier",
+            "kwargs": {
+                "to": APPROVERS_MAIL,
+                "from_email": "planner@example.test",
+                "subject": "{{ plan_notification.title }}",
+                "html_content": "Decide at {{ plan_notification.link }} ({{ ti.task_id }})",
+                "smtp_conn_id": "smtp_test",
+            },
+            "dags": [f"pulsar_rebalance_plan_{pulsar_cluster['cluster']}"],
+        }
+        env["PULSAR_REBALANCE_APPROVAL_NOTIFIERS"] = json.dumps([approvers_mail])
         # A policy this plan is outside of (it moves far more than 1 % of the msg/s): it goes to a person.
         env["PULSAR_REBALANCE_APPROVAL_POLICIES"] = json.dumps([OUTSIDE_POLICY])
         yield from _approved_cycle(pulsar_cluster, env, mailbox, receiver)
@@ -394,7 +410,8 @@ def airflow_api_server(env: Mapping[str, str], users: Mapping[str, str]) -> Iter
     home = Path(env["AIRFLOW_HOME"])
     passwords = {user: secrets.token_urlsafe(12) for user in users}
     (home / "test-passwords.json").write_text(json.dumps(passwords))
-    port = _free_port()
+    # Where `[api] base_url` says it is (the links the runs sent point there), else anywhere free.
+    port = urlsplit(env["AIRFLOW__API__BASE_URL"]).port if "AIRFLOW__API__BASE_URL" in env else _free_port()
     server_env = {
         **env,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",

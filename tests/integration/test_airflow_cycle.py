@@ -22,6 +22,7 @@ from planner.store.models import Approval, AuditEvent, Plan, PlanMeasurement
 from pulsar_rebalance_devtools.demo import run_plan_cycle
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import (
+    APPROVERS_MAIL,
     CYCLE_CONF,
     OUTSIDE_POLICY,
     airflow_env,
@@ -61,12 +62,25 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
     for action in unloads:
         assert landed[action.bundle.rsplit("/", 1)[1]] == action.destination
     # Told by email and webhook: the plan awaits approval, was approved (by whom), was executed; each with the
-    # plan's one-line summary and its review page.
+    # plan's one-line summary and its review page. The request, sent through the gate's notifiers, links to the
+    # gate's Required Action form under `[api] base_url` first.
     told = [body for path, _, body in approved_cycle["receiver"].received if path.endswith("/secret-path")]
     assert [body["event"] for body in told] == ["awaiting-approval", "approved", "executed"], told
-    assert all(body["plan"] == plan.id and body["link"].endswith(f"/plans/{plan.id}") for body in told)
+    base, cluster = (
+        approved_cycle["env"]["AIRFLOW__API__BASE_URL"],
+        approved_cycle["env"]["PULSAR_REBALANCE_CLUSTER_NAMES"],
+    )
+    run_id = plan.run_key.split(f":{cluster}:")[0]
+    form = f"{base}/dags/pulsar_rebalance_plan_{cluster}/runs/{run_id}/tasks/approve/required_actions?map_index=-1"
+    review = f"{base}/pulsar-planner/plans/{plan.id}"
+    assert told[0]["link"] == form and told[0]["review_link"] == review, told[0]
+    assert all(body["plan"] == plan.id and body["link"] == review for body in told[1:])
     assert told[1]["details"][0].startswith("Approved by ")
-    mails = approved_cycle["mailbox"].messages
+    # The deployment's own notifier (the `approval_notifiers` setting), rendered from the gate's context.
+    [approvers] = [mail for to, mail in approved_cycle["mailbox"].messages if to == [APPROVERS_MAIL]]
+    assert approvers["Subject"] == f"[pulsar-rebalance] {cluster}: plan {plan.id} awaits approval"
+    assert f"Decide at {form} (approve)" in Mailbox.html(approvers)
+    mails = [(to, mail) for to, mail in approved_cycle["mailbox"].messages if to != [APPROVERS_MAIL]]
     assert [mail["Subject"].rsplit(" plan ", 1)[1] for _, mail in mails] == [
         f"{plan.id} awaits approval",
         f"{plan.id} was approved",

@@ -5,6 +5,7 @@ light and dark mode. Screenshots go to test-output/review-pages/."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import quote, urlsplit
 
 import pytest
 import requests
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.airflow, pytest.mark.browser]
 
 @pytest.fixture(scope="module")
 def server(approved_cycle):
-    with airflow_api_server(approved_cycle["env"], {"reviewer": "viewer"}) as running:
+    with airflow_api_server(approved_cycle["env"], {"reviewer": "viewer", "platform": "admin"}) as running:
         yield running
 
 
@@ -64,6 +65,33 @@ def test_api_serves_the_executed_cycle(server, plan, approved_cycle):
         f"{server.url}/pulsar-planner/runs/pulsar_rebalance_plan_{cluster}/{run_key}", allow_redirects=False, timeout=30
     )
     assert link.status_code == 303 and link.headers["location"].endswith(f"/pulsar-planner/plans/{plan['id']}")
+
+
+def test_the_approval_request_links_to_the_gates_required_action_form(page, server, plan, approved_cycle):
+    [request] = [body for _, _, body in approved_cycle["receiver"].received if body["event"] == "awaiting-approval"]
+    form = request["link"]
+    # Airflow's own route for the gate's task instance, served where `[api] base_url` says.
+    _, dags, dag_id, runs, run_id, tasks, task_id, action = urlsplit(form).path.split("/")
+    assert form.startswith(server.url) and (dags, runs, tasks, action) == ("dags", "runs", "tasks", "required_actions")
+    answered = server.session("reviewer").get(
+        f"{server.url}/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}/-1/hitlDetails",
+        timeout=30,
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["chosen_options"] == ["Approve"] and f"(plan {plan['id']})" in answered.json()["subject"]
+    # The link opens the Required Action in the UI: the gate's request, as the approver saw it.
+    page.goto(form)
+    page.get_by_text(f"(plan {plan['id']})").first.wait_for(timeout=30_000)
+    assert urlsplit(page.url).path.endswith("/tasks/approve/required_actions")
+    page.screenshot(path=SCREENSHOTS / "required-action.png", full_page=True)
+
+
+def test_the_connection_form_offers_the_webhook_type(server):
+    offered = server.session("platform").get(f"{server.url}/ui/connections/hook_meta", timeout=60)
+    assert offered.status_code == 200, offered.text
+    [webhook] = [meta for meta in offered.json() if meta["connection_type"] == "pulsar_rebalance_webhook"]
+    assert webhook["hook_name"] == "Pulsar rebalance webhook"
+    assert {"headers", "routing_key"} <= set(webhook["extra_fields"])
 
 
 def test_pages_render_filter_and_chart_in_chromium(page, server, plan):

@@ -115,6 +115,7 @@ def test_a_task_of_another_dag_file_builds_none_of_these(airflow_env):
 def test_the_gate_asks_and_checks_under_the_settings_as_they_are_when_it_runs(airflow_env, monkeypatch):
     from airflow.providers.standard.operators.hitl import ApprovalOperator
 
+    from planner.airflow import notifications
     from planner.airflow import tasks as airflow_tasks
 
     gate = parse("pulsar_rebalance_plan_local").dags["pulsar_rebalance_plan_local"].task_dict["approve"]
@@ -122,6 +123,8 @@ def test_the_gate_asks_and_checks_under_the_settings_as_they_are_when_it_runs(ai
     pending = SimpleNamespace(approved_by=None, policy_checks=(), subject="Rebalance local", markdown="plan")
     monkeypatch.setattr(airflow_tasks, "request_approval", lambda cluster, run_id: pending)
     monkeypatch.setattr(airflow_tasks, "notify_plan", lambda *args, **kwargs: None)
+    monkeypatch.setattr(airflow_tasks, "plan_message", lambda *args, **kwargs: None)
+    monkeypatch.setattr(notifications, "approval_form_url", lambda context: "form")
     asked: dict = {}
     monkeypatch.setattr(
         ApprovalOperator, "execute", lambda self, context: asked.update(t=self.response_timeout, u=self.assigned_users)

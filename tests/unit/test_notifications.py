@@ -20,8 +20,9 @@ MESSAGE = PlanMessage(
     "c1",
     42,
     "AvgShedder on c1: unload 2 bundles (plan 42)",
-    "http://127.0.0.1:8080/pulsar-rebalance/plans/42",
+    "http://127.0.0.1:8080/dags/pulsar_rebalance_plan_c1/runs/manual__1/tasks/approve/required_actions?map_index=-1",
     ("Without an answer within 4:00:00 it is rejected.",),
+    review_link="http://127.0.0.1:8080/pulsar-planner/plans/42",
 )
 
 
@@ -51,18 +52,25 @@ def test_both_channels_carry_the_plan_summary_and_its_link(monkeypatch, mailbox,
     assert mail["Subject"] == "[pulsar-rebalance] c1: plan 42 awaits approval"
     assert mail["From"] == "planner@example.test"
     body = Mailbox.html(mail)
-    assert MESSAGE.summary in body and f'href="{MESSAGE.link}"' in body and "4:00:00" in body
+    assert MESSAGE.summary in body and "4:00:00" in body
+    assert f'Approve or reject: <a href="{MESSAGE.link}"' in body and f'href="{MESSAGE.review_link}"' in body
 
     [(path, headers, document)] = receiver.received
     assert path == "/services/T000/B000/secret-path"
     assert headers["Authorization"] == "Bearer s3cret-token" and headers["X-Team"] == "platform"
     assert document["event"] == "awaiting-approval" and document["plan"] == 42 and document["cluster"] == "c1"
-    assert MESSAGE.summary in document["text"] and MESSAGE.link in document["text"]  # what Slack and Teams show
+    assert MESSAGE.summary in document["text"]  # what Slack and Teams show
+    assert f"Approve or reject: {MESSAGE.link}" in document["text"] and MESSAGE.review_link in document["text"]
+    assert document["link"] == MESSAGE.link and document["review_link"] == MESSAGE.review_link
     assert "routing_key" not in document
 
 
 def test_a_routing_key_makes_the_body_a_pagerduty_event(monkeypatch, receiver):
-    hook = {"conn_type": "http", "host": f"{receiver.url}/v2/enqueue", "extra": {"routing_key": "R0UT1NG"}}
+    hook = {
+        "conn_type": "pulsar_rebalance_webhook",
+        "host": f"{receiver.url}/v2/enqueue",
+        "extra": {"routing_key": "R0UT1NG"},
+    }
     configure(monkeypatch, {"AIRFLOW_CONN_PD": json.dumps(hook), "PULSAR_REBALANCE_NOTIFY_WEBHOOK_CONN_ID": "pd"})
     partial = PlanMessage(PlanEvent.PARTIAL, "c1", 43, "drain of b:8080", "http://x/plans/43")
     assert notifications.send(partial, {}) == []
@@ -101,7 +109,7 @@ def test_an_unreachable_mail_server_fails_only_its_channel(monkeypatch, receiver
 def test_nothing_is_sent_until_a_channel_is_configured(monkeypatch, receiver):
     monkeypatch.delenv("PULSAR_REBALANCE_NOTIFY_EMAIL_TO", raising=False)
     monkeypatch.delenv("PULSAR_REBALANCE_NOTIFY_WEBHOOK_CONN_ID", raising=False)
-    assert notifications.notifiers(MESSAGE) == []
+    assert notifications.channel_notifiers(MESSAGE, pytest.fail) == []
     assert notifications.send(MESSAGE, {}) == []
     assert receiver.received == []
 

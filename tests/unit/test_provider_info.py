@@ -25,3 +25,27 @@ def test_the_provider_info_lists_the_notifiers_and_the_integrations_documentatio
         assert issubclass(getattr(importlib.import_module(module), name), BaseNotifier), path
     [integration] = info["integrations"]
     assert integration["external-doc-url"].startswith("https://pulsar.apache.org/docs/")
+
+
+def test_the_webhook_has_a_connection_type_of_its_own_with_its_form():
+    from planner.airflow.hooks import WebhookHook
+    from planner.airflow.provider import WEBHOOK_CONNECTION_TYPE, webhook_connection_fields
+
+    types = {entry["connection-type"]: entry for entry in get_provider_info()["connection-types"]}
+    webhook = types[WEBHOOK_CONNECTION_TYPE]
+    module, name = webhook["hook-class-name"].rsplit(".", 1)
+    hook = getattr(importlib.import_module(module), name)
+    assert hook is WebhookHook and hook.conn_type == WEBHOOK_CONNECTION_TYPE
+    assert set(webhook["conn-fields"]) == set(webhook_connection_fields()) >= {"headers", "routing_key"}
+    assert webhook["ui-field-behaviour"]["hidden-fields"] == hook.get_ui_field_behaviour()["hidden_fields"]
+
+
+def test_airflows_connection_form_offers_the_webhook_type_without_the_http_provider():
+    """What the UI's connection form reads (`GET /ui/connections/hook_meta`), from the installed provider."""
+    from airflow.api_fastapi.core_api.services.ui.connections import HookMetaService
+
+    offered = {meta.connection_type: meta for meta in HookMetaService.hook_meta_data()}
+    assert "http" not in offered  # the http provider is not installed: the planner's webhook must not need it
+    webhook = offered["pulsar_rebalance_webhook"]
+    assert webhook.hook_name == "Pulsar rebalance webhook" and set(webhook.extra_fields) >= {"headers", "routing_key"}
+    assert webhook.standard_fields.host.title == "Webhook URL" and webhook.standard_fields.login.hidden

@@ -165,8 +165,7 @@ def test_the_provider_declares_the_connection_type_hook_and_plugin():
     from planner.airflow.provider import get_provider_info
 
     info = get_provider_info()
-    [connection] = info["connection-types"]
-    assert connection["connection-type"] == "pulsar"
+    [connection] = [entry for entry in info["connection-types"] if entry["connection-type"] == "pulsar"]
     assert connection["hook-class-name"] == "planner.airflow.hooks.PulsarAdminHook"
     assert {"ca_file", "verify_tls", "client_cert", "client_key", "auth"} <= set(connection["conn-fields"])
     assert set(ExecutorSettings.model_fields) <= set(connection["conn-fields"])
