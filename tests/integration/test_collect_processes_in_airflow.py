@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import sys
 import threading
 import time
@@ -29,7 +28,7 @@ from planner.store.database import Store
 from planner.store.snapshots import list_snapshots
 from tests.fake_extensible import TOPIC_STATS, descendants, extensible_cluster, gone
 from tests.integration.conftest import _free_port, airflow_env
-from tests.integration.test_install_into_airflow import Api, Components, tail
+from tests.integration.test_install_into_airflow import Api, Components, api_server_env, tail
 
 pytestmark = [pytest.mark.integration, pytest.mark.airflow]
 
@@ -92,24 +91,15 @@ def running_airflow(root: Path, entry_url: str) -> Iterator[tuple[Api, Component
     connection is the test's to create."""
     env = airflow_env({"cluster": CLUSTER, "brokers": [{"adminUrl": entry_url}]}, root)
     env.pop(f"AIRFLOW_CONN_PULSAR_{CLUSTER.upper()}")  # created through the REST API below, as a deployment does
-    port, password = _free_port(), secrets.token_urlsafe(12)
-    (root / "passwords.json").write_text(json.dumps({"admin": password}))
+    port = _free_port()
+    server_env, password = api_server_env(root, port)
     logs = root / "logs"
     logs.mkdir()
-    env |= {
+    env |= server_env | {
         "VIRTUAL_ENV": str(Path(sys.executable).parent.parent),  # Components runs `$VIRTUAL_ENV/bin/airflow`
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",  # the LocalExecutor forks this many workers at once
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(root / "passwords.json"),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(16),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "PULSAR_REBALANCE_PLAN_PROFILE": "manual",  # the collect's samples start no plan run
     }
     components = Components(env, logs)

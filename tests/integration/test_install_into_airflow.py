@@ -140,6 +140,25 @@ class Api:
         return {f"{ti['task_id']}[{ti['map_index']}]": ti["state"] for ti in instances}
 
 
+def api_server_env(root: Path, port: int) -> tuple[dict[str, str], str]:
+    """The environment of Airflow components whose api-server listens on loopback `port` (their tasks reach it):
+    one user `admin`, whose password (returned) is written under `root`, and fresh secret keys."""
+    password = secrets.token_urlsafe(12)
+    (root / "passwords.json").write_text(json.dumps({"admin": password}))
+    env = {
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(root / "passwords.json"),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(16),
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    }
+    return env, password
+
+
 def variable_body(settings: dict[str, Any]) -> dict[str, str]:
     return {"key": "pulsar_rebalance_settings", "value": json.dumps(settings)}
 
@@ -168,13 +187,13 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
     cluster = pulsar_cluster["cluster"]
     admin_url = pulsar_cluster["brokers"][0]["adminUrl"]
     hot = pulsar_cluster["brokers"][0]["id"]
-    port, password = _free_port(), secrets.token_urlsafe(12)
+    port = _free_port()
+    server_env, password = api_server_env(tmp_path, port)
     dags, executor_dir, shared, logs = (tmp_path / name for name in ("dags", "executor", "shared", "logs"))
     for folder in (dags, executor_dir, shared, logs):
         folder.mkdir()
     (dags / "pulsar_rebalance.py").write_text(readme_dag_line() + "\n")
     shutil.copy(REPO / "tests" / "integration" / "installed" / "fresh_home_executor.py", executor_dir)
-    (tmp_path / "passwords.json").write_text(json.dumps({"admin": password}))
     venv = installed / "venv"
     env = {
         "PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin",
@@ -190,25 +209,16 @@ def test_the_installed_package_runs_the_cycle_in_a_stock_airflow_with_tasks_on_s
         "AIRFLOW__CORE__EXECUTOR": "fresh_home_executor.FreshHomeLocalExecutor",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
         "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres_server.url(airflow_db),
         # psycopg 3 is async too; Airflow's default async URL would need asyncpg.
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": postgres_server.url(airflow_db),
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
-        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(16),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
-        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
         "SPARK_LOCAL_IP": "127.0.0.1",
         # The settings a deployment sets in the environment: the clusters, when plans run, shared storage.
         "PULSAR_REBALANCE_CLUSTER_NAMES": cluster,
         "PULSAR_REBALANCE_PLAN_PROFILE": "manual",  # no scheduled plan run during the test
         "PULSAR_REBALANCE_STORAGE": shared.as_uri(),
-    }
+    } | server_env
     if os.environ.get("JAVA_HOME"):
         env["JAVA_HOME"] = os.environ["JAVA_HOME"]
     airflow_command(env, tmp_path, "db", "migrate")
