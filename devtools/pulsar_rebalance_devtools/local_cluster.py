@@ -810,11 +810,14 @@ def _launch(
     mem: list[str],
     main: list[str],
     cgroups: Sequence[Path] = (),
+    prefix: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """`prefix`: a command that runs the JVM in its place (`ip netns exec NS`), keeping its PID."""
     workdir = settings.data_dir / name
     workdir.mkdir(parents=True, exist_ok=True)
     marker = _marker(settings, name)
     command = [_java(), marker, *_JVM_FLAGS, *mem, *_log_flags(settings, name), "-cp", str(lib_dir / "*"), *main]
+    command = [*prefix, *command]
     if cgroups:
         # The shell joins the cgroups and becomes the JVM (same PID), which reads its CPU usage from them.
         joins = " && ".join(f"echo $$ > {shlex.quote(str(path))}" for path in cgroups)
@@ -826,6 +829,20 @@ def _launch(
         )
     log.info("started %s (pid %d), log %s", name, process.pid, settings.log_dir / f"{name}.log")
     return {"name": name, "pid": process.pid, "marker": marker, "log": str(settings.log_dir / f"{name}.log")}
+
+
+def launch_beside(
+    name: str, mem: list[str], main: list[str], prefix: Sequence[str] = (), settings: LocalClusterSettings | None = None
+) -> dict[str, Any]:
+    """Start one more JVM of the running cluster's distribution beside it (a Pulsar proxy: `main` its class and
+    arguments), recorded with the cluster's processes, so that `stop` stops it first; `prefix` as `_launch`'s."""
+    settings = settings or settings_from_env()
+    with _file_lock(settings.cluster_dir / ".lock"):
+        state = _running_state(settings)
+        process = _launch(settings, ensure_distribution(settings), name, mem, main, prefix=prefix)
+        state["processes"].append(process)
+        _write_state(settings, state)
+    return process
 
 
 def _wait_for(check: Callable[[], bool], what: str, deadline: float, processes: list[dict[str, Any]]) -> None:
@@ -939,6 +956,8 @@ def _stop_processes(settings: LocalClusterSettings) -> None:
         return
     processes = state["processes"]
     groups = [
+        # What runs beside the cluster (`launch_beside`: a proxy) first, its brokers gone after it.
+        [p for p in processes if p["name"] not in {"bookie", "zookeeper"} and not p["name"].startswith("broker-")],
         [p for p in processes if p["name"].startswith("broker-")],
         [p for p in processes if p["name"] == "bookie"],
         [p for p in processes if p["name"] == "zookeeper"],

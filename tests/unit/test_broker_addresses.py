@@ -3,6 +3,7 @@ reaches that broker, and the one-line error when a broker cannot be reached, aga
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
@@ -252,3 +253,22 @@ def test_a_connect_timeout_is_not_a_refusal():
                 sock.close()
     assert "connect timed out" in str(raised.value) and "refused" not in str(raised.value)
     assert not raised.value.may_have_applied
+
+
+# --- the Airflow connection ---------------------------------------------------------------------------------------
+
+
+def test_the_pulsar_connection_takes_the_mapping_in_its_extras(monkeypatch):
+    from planner.airflow.hooks import PulsarAdminHook
+
+    extra = {"broker_url_template": "https://{host}:8443", "broker_urls": {BROKER_A: "https://b7.example/"}}
+    connection = {"conn_type": "pulsar", "host": "https://pulsar.example:8443", "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_PULSAR_EAST", json.dumps(connection))
+    addresses = PulsarAdminHook.for_cluster("east").get_conn().broker_addresses
+    assert (addresses.url(BROKER_A), addresses.url(BROKER_B)) == ("https://b7.example", "https://10.0.0.8:8443")
+    bad = {**connection, "extra": {"broker_url_template": "https://{hostname}:8443"}}
+    monkeypatch.setenv("AIRFLOW_CONN_PULSAR_EAST", json.dumps(bad))
+    with pytest.raises(InputError) as raised:
+        PulsarAdminHook.for_cluster("east").cluster_settings()
+    message = str(raised.value)
+    assert "connection pulsar_east" in message and "broker_url_template" in message and "{hostname}" in message
