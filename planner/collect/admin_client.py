@@ -776,13 +776,17 @@ class PulsarAdminClient:
 
     def _unreachable(self, broker_id: str, base: str, error: AdminError) -> AdminError:
         """`error` of a read of `broker_id`'s own web service at `base`, in one line saying what was tried, why it
-        failed and, when the broker was not reached (no answer, a gateway's 502 or 504), which settings map it."""
-        if error.status is not None and error.status not in (502, 504):
-            return error
+        failed and, when the broker was not reached (no answer, a gateway's 502 or 504), which settings map it. A
+        mapped URL that refuses the credentials (401, 403: a proxy or ingress asking for others) is named too."""
         where = f"cluster {self._cluster}: " if self._cluster else ""
         source = self.broker_addresses.source(broker_id)
         tried = f"{base} (from {source})" if source else base
-        reason = f"{where}broker {broker_id} unreachable at {tried}: {error.reason}; {MAPPING_HINT}"
+        if error.status is None or error.status in (502, 504):
+            reason = f"{where}broker {broker_id} unreachable at {tried}: {error.reason}; {MAPPING_HINT}"
+        elif error.status in (401, 403) and source:
+            reason = f"{where}broker {broker_id} at {tried} refused the request: {error.reason}"
+        else:
+            return error
         return AdminError(
             broker_id, error.method, error.endpoint, reason, error.status, may_have_applied=error.may_have_applied
         )

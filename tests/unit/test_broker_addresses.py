@@ -231,6 +231,19 @@ def test_a_read_timeout_and_a_gateway_error_are_told_apart(admin, proxy):
     assert f"unreachable at {proxy.url}/brokers/b (from broker_urls): Bad Gateway;" in str(gateway.value)
 
 
+def test_a_mapped_url_that_refuses_the_credentials_is_named(admin, proxy):
+    proxy.route("GET", "/brokers/b" + LOAD_REPORT, Reply(401, {"reason": "Authentication required"}))
+    with mapped(admin, proxy) as pulsar:
+        pulsar.active_brokers(CLUSTER)
+        with pytest.raises(AdminError) as raised:
+            pulsar.load_report_text(BROKER_B)
+    assert raised.value.refused and raised.value.status == 401
+    assert str(raised.value).endswith(
+        f"(HTTP 401): cluster {CLUSTER}: broker {BROKER_B} at {proxy.url}/brokers/b (from broker_urls) refused the "
+        "request: Authentication required"
+    )
+
+
 def test_a_connect_timeout_is_not_a_refusal():
     """A listener whose accept queue is full drops new connections' SYNs, as a firewall does."""
     with socket.socket() as listener:
