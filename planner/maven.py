@@ -1,6 +1,7 @@
 """Java artifacts from Maven Central, through the machine's Maven (`mvn`), cached outside any repository.
 
-The local Pulsar cluster's distribution and the Spark job's s3a jars come this way.
+Only the dev tools use it (the local Pulsar cluster's distribution, a local identity provider): the Spark
+job's jars are resolved by Spark itself (`planner.spark_submit`).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import fnmatch
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -352,6 +353,110 @@ class ExecutionBinding(BaseModel):
         )
 
 
+# Maven coordinates as spark-submit's --packages takes them; --exclude-packages takes `group:artifact`.
+_COORDINATE = r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+:[A-Za-z0-9_.+-]+"
+_MODULE = r"[A-Za-z0-9_.-]+:[A-Za-z0-9_.-]+"
+
+
+def _spark_property_value(value: object) -> object:
+    """JSON scalars as Spark writes them: `true`, `2`, `0.5`."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+class SparkSubmitSettings(BaseModel):
+    """What the plan DAG's spark-submit is given besides the job, per deployment; read when the task runs.
+    Lists are comma-separated in the environment, JSON lists in the Airflow Variable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description='Spark properties passed as `--conf` (a JSON object, e.g. `{"spark.executor.memory": "2g", '
+        '"spark.driver.host": "10.0.0.7"}`); they win over the cluster\'s `spark-defaults.conf`, and what they '
+        "leave unset keeps its value there. On a remote master the driver's address is Spark's own choice (the "
+        "host's address) unless `spark.driver.host` / `spark.driver.bindAddress` are set here; its ports are "
+        "random unless `spark.driver.port` / `spark.blockManager.port` are.",
+    )
+    py_files: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="`--py-files`: zips, eggs or .py files the executors import (paths or URIs), e.g. the "
+        "`pulsar-rebalance spark-code` zip on storage the workers read.",
+    )
+    archives: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="`--archives`: archives unpacked in each executor's directory, `URI#name` for the directory "
+        "name, e.g. a packed virtualenv `s3a://bucket/venv.tar.gz#environment` with `spark.pyspark.python` "
+        "`./environment/bin/python` in `conf`.",
+    )
+    packages: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="`--packages`: Maven coordinates (`group:artifact:version`) Spark resolves with Ivy."
+    )
+    exclude_packages: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="`--exclude-packages`: `group:artifact` left out of the packages' dependencies."
+    )
+    repositories: Annotated[tuple[str, ...], NoDecode] = Field(
+        (),
+        description="`--repositories`: Maven repositories searched for the packages besides Maven Central (a "
+        "mirror: or `spark.jars.ivySettings` in `conf`).",
+    )
+    s3a_packages: bool = Field(
+        True,
+        description="With `s3://` storage, add Hadoop's s3a filesystem for this pyspark's Hadoop to the packages "
+        "(hadoop-aws and the two AWS SDK modules it uses, at the versions Hadoop names), unless `packages` name "
+        "hadoop-aws or `conf` sets `spark.jars` / `spark.jars.packages`. Off when the cluster's Spark has them.",
+    )
+
+    @field_validator("py_files", "archives", "packages", "exclude_packages", "repositories", mode="before")
+    @classmethod
+    def _split_lists(cls, value: object) -> object:
+        return _comma_separated(value)
+
+    @field_validator("py_files", "archives", "packages", "exclude_packages", "repositories", mode="after")
+    @classmethod
+    def _one_item_each(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # spark-submit joins each list with commas: an entry holding one would be read as two.
+        for item in value:
+            if "," in item or not item.strip():
+                raise ValueError(f"{item!r}: one entry per item, without commas")
+        return value
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _conf_values(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            return {key: _spark_property_value(item) for key, item in value.items()}
+        return value
+
+    @field_validator("conf", mode="after")
+    @classmethod
+    def _spark_properties(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key.startswith("spark."):
+                # spark-submit would drop it with a warning in the task's log.
+                raise ValueError(f"{key!r} is not a Spark property (they start with `spark.`)")
+        return value
+
+    @field_validator("packages", mode="after")
+    @classmethod
+    def _coordinates(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not re.fullmatch(_COORDINATE, item):
+                raise ValueError(f"{item!r} is not a Maven coordinate `group:artifact:version`")
+        return value
+
+    @field_validator("exclude_packages", mode="after")
+    @classmethod
+    def _modules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not re.fullmatch(_MODULE, item):
+                raise ValueError(f"{item!r} is not `group:artifact`")
+        return value
+
+
 class _AirflowVariableSource(PydanticBaseSettingsSource):
     """The Airflow Variable `pulsar_rebalance_settings`: a JSON object with the settings' field names."""
 
@@ -455,7 +560,15 @@ class PlannerSettings(BaseSettings):
         description="The deployment's own notifiers of the approval gate's request (JSON list of `{notifier, kwargs, "
         "dags}`), called through the gate's `notifiers` after the planner's email and webhook.",
     )
-    spark_local_ip: str = Field("127.0.0.1", description="Address the Spark driver binds (loopback for local masters).")
+    spark_local_ip: str = Field(
+        "127.0.0.1",
+        description="The plan job's driver address (`SPARK_LOCAL_IP`) when `spark_default`'s master is local "
+        "(`local`, `local[N]`, `local-cluster[...]`). A remote master's driver gets none: executors elsewhere must "
+        "reach it (see `spark`'s `conf`).",
+    )
+    spark: SparkSubmitSettings = Field(
+        default_factory=SparkSubmitSettings, description="See the Spark submission's table."
+    )
     measure_wait: float = Field(
         120.0, ge=0, description="Seconds the report task waits for load reports newer than the execution."
     )
@@ -608,6 +721,13 @@ def reference_markdown() -> str:
             "CLI's `execute` options (same names), which win in that order.",
         ),
         (
+            "Spark submission",
+            SparkSubmitSettings,
+            f"{ENV_PREFIX}SPARK__",
+            "What the plan DAG's spark-submit is given, read when the task runs (the Variable's `spark` object). "
+            "The master is the `spark_default` connection's.",
+        ),
+        (
             "Per cluster",
             ClusterExecution,
             "",
@@ -625,7 +745,7 @@ def reference_markdown() -> str:
         lines += ["", f"## {title}", "", where, "", "| setting | environment variable | default | meaning |"]
         lines.append("|---|---|---|---|")
         for name, field in model.model_fields.items():
-            if name == "executor":
+            if name in ("executor", "spark"):
                 continue
             variable = f"`{prefix}{name.upper()}`" if prefix else "—"
             lines.append(f"| `{name}` | {variable} | {_default_text(field)} | {field.description or ''} |")
@@ -633,6 +753,8 @@ def reference_markdown() -> str:
 
 
 def _default_text(field: FieldInfo) -> str:
+    if field.default_factory is dict:
+        return "—"
     if field.default_factory is not None:
         return "see meaning"
     value = field.default

@@ -19,7 +19,6 @@ import hashlib
 import io
 import os
 import sys
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,9 +28,9 @@ from pyspark.sql import SparkSession
 
 import planner
 from planner import storage
-from planner.maven import DEPENDENCY_PLUGIN, run_maven
 from planner.pulsar.config import read_properties
 from planner.settings import cache_home
+from planner.spark_submit import JAR_PROPERTIES, S3A_EXCLUSIONS, pyspark_hadoop_version, s3a_packages
 
 # Tuning measured by bench/bench_spark_averages.py; each applies only where the team set nothing.
 JOB_DEFAULTS = {
@@ -68,7 +67,8 @@ def spark_session(
     """The job's session. `master=None` leaves the master to spark-submit; `sc://host:port` is a Spark Connect
     endpoint; `conf` are the caller's settings (the CLI's `--conf`), which win over everything but
     spark-submit's own. `storage_root` (a URI) is where the job reads and writes: on an object store, a
-    session this process starts gets Hadoop's s3a jars unless `spark.jars` or `spark.jars.packages` is set."""
+    session this process starts gets Hadoop's s3a packages (`planner.spark_submit`, resolved by Spark's Ivy)
+    unless `spark.jars` or `spark.jars.packages` is set."""
     conf = dict(conf or {})
     if master is not None and master.startswith("sc://"):
         builder = SparkSession.builder.remote(master)
@@ -80,8 +80,10 @@ def spark_session(
         configured = _configured_keys_before_start() | set(conf)
         defaults = dict(LOCAL_DEFAULTS) if is_local(master) else {}
         object_store = bool(storage_root) and storage.spark_uri(storage_root or "").startswith("s3a://")
-        if object_store and not {"spark.jars", "spark.jars.packages"} & configured:
-            defaults["spark.jars"] = ",".join(str(jar) for jar in s3a_jars())
+        if object_store and not set(JAR_PROPERTIES) & configured:
+            # Resolved by Spark itself (Ivy) when the JVM starts, cached in its Ivy directory.
+            defaults["spark.jars.packages"] = ",".join(s3a_packages(pyspark_hadoop_version()))
+            defaults["spark.jars.excludes"] = ",".join(S3A_EXCLUSIONS)
         conf = {**{k: v for k, v in defaults.items() if k not in configured}, **conf}
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -178,64 +180,3 @@ def ship_code(spark: SparkSession) -> Path | None:
     else:
         spark.sparkContext.addPyFile(str(archive))
     return archive
-
-
-def hadoop_version() -> str:
-    """The Hadoop release inside this pyspark (its `hadoop-client-api` jar)."""
-    jars = Path(pyspark.__file__).parent / "jars"
-    [jar] = jars.glob("hadoop-client-api-*.jar")
-    return jar.stem.removeprefix("hadoop-client-api-")
-
-
-# Spark already ships these (or the job needs none of them): without them hadoop-aws needs about 12 MB of jars,
-# not the AWS SDK's 680 MB bundle.
-S3A_EXCLUSIONS = (
-    "software.amazon.awssdk:bundle",
-    "software.amazon.awssdk:netty-nio-client",
-    "org.apache.httpcomponents:httpclient",
-    "org.apache.httpcomponents:httpcore",
-    "commons-codec:commons-codec",
-    "commons-logging:commons-logging",
-    "org.slf4j:slf4j-api",
-)
-
-
-def s3a_jars(version: str | None = None) -> list[Path]:
-    """Hadoop's s3a filesystem for this pyspark's Hadoop (`hadoop-aws` and the parts of the AWS SDK it uses, at
-    the versions Hadoop's own POM names), resolved from Maven Central once and cached."""
-    version = version or hadoop_version()
-    directory = cache_home() / "spark-jars" / f"hadoop-aws-{version}"
-    marker = directory / "COMPLETE"
-    if not marker.exists():
-        exclusions = "".join(
-            f"<exclusion><groupId>{name.split(':')[0]}</groupId><artifactId>{name.split(':')[1]}</artifactId>"
-            "</exclusion>"
-            for name in S3A_EXCLUSIONS
-        )
-        sdk = "<groupId>software.amazon.awssdk</groupId><version>${aws-java-sdk-v2.version}</version>"
-        pom = f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <parent><groupId>org.apache.hadoop</groupId><artifactId>hadoop-project</artifactId><version>{version}</version>
-    <relativePath/></parent>
-  <groupId>local.pulsar-rebalance</groupId><artifactId>s3a-runtime</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.hadoop</groupId><artifactId>hadoop-aws</artifactId><version>{version}</version>
-      <exclusions>{exclusions}</exclusions></dependency>
-    <dependency>{sdk}<artifactId>s3</artifactId><exclusions>{exclusions}</exclusions></dependency>
-    <dependency>{sdk}<artifactId>s3-transfer-manager</artifactId><exclusions>{exclusions}</exclusions></dependency>
-  </dependencies>
-</project>
-"""
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="resolve-", dir=directory) as work:
-            (Path(work) / "pom.xml").write_text(pom)
-            staging = Path(work) / "jars"
-            run_maven(
-                [f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging}"],
-                Path(work),
-            )
-            for jar in staging.glob("*.jar"):
-                os.replace(jar, directory / jar.name)
-        marker.write_text(version + "\n")
-    return sorted(directory.glob("*.jar"))

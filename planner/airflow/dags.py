@@ -17,7 +17,7 @@ inverse of an executed plan → the same gate, execute and report).
 Parsing reads neither the Airflow Variable nor any database, as Airflow asks of top-level code: the
 dag-processor parses the file every `[dag_processor] refresh_interval`, and every task's process parses it
 again. What may come from the Variable is read when a task runs (the gate's timeout and approvers, the Spark
-driver's address, everything the tasks read); the settings that shape the DAGs (`cluster_names`,
+submission's options, everything the tasks read); the settings that shape the DAGs (`cluster_names`,
 `plan_profile`) come from the environment only. A task's process builds only the DAG it runs (Airflow's
 parsing context), not all 3N+1.
 
@@ -33,7 +33,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, get_parsing_context, task
 from airflow.task.trigger_rule import TriggerRule
 
@@ -42,6 +41,7 @@ from planner.airflow import tasks as airflow_tasks
 from planner.airflow.operators import ExecutionWindowOperator, PlanApprovalOperator
 from planner.airflow.provider import executor_json_types
 from planner.airflow.schedule import plan_schedule, samples_asset_name
+from planner.airflow.spark_operator import PlanSparkSubmitOperator
 from planner.plan.shedding.registry import MODULAR_STRATEGIES
 from planner.settings import ExecutorSettings, PlannerSettings, planner_settings
 
@@ -78,8 +78,6 @@ def _cluster_dag(prefix: str, cluster: str, schedule: Any, params: dict[str, Par
         "max_active_runs": 1,
         "tags": ["pulsar-rebalance", prefix.removeprefix("pulsar_rebalance_").rstrip("_"), cluster],
         "params": {**params, **_executor_params()},
-        # Templates read the settings when a task runs: the Variable is not read at parse time.
-        "user_defined_macros": {"planner_settings": functools.partial(planner_settings, airflow=True)},
     }
 
 
@@ -111,7 +109,7 @@ def collect_dag() -> DAG:
 
 def _spark_plan(cluster: str, uris: Any) -> Any:
     """prepare's URIs → the Spark job (spark-submit on `spark_default`) → commit; returns the commit's summary."""
-    spark_job = SparkSubmitOperator(
+    spark_job = PlanSparkSubmitOperator(
         task_id="spark_plan",
         application=plan_job_file(),
         conn_id="spark_default",
@@ -124,8 +122,7 @@ def _spark_plan(cluster: str, uris: Any) -> Any:
             "--output",
             "{{ ti.xcom_pull(task_ids='prepare')['output'] }}",
         ],
-        conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"},
-        env_vars={"SPARK_LOCAL_IP": "{{ planner_settings().spark_local_ip }}"},
+        # The driver's address, Spark conf, files and packages: decided when it runs (`planner.spark_submit`).
     )
 
     @task

@@ -31,11 +31,14 @@ from planner.settings import storage_root
 
 
 def command_spark_code(args: argparse.Namespace) -> None:
-    from spark_jobs.session import code_zip, s3a_jars
+    from planner.spark_submit import S3A_EXCLUSIONS, pyspark_hadoop_version, s3a_packages
+    from spark_jobs.session import code_zip
 
     document: dict[str, Any] = {"pyFiles": str(code_zip(args.out))}
-    if args.s3a_jars:
-        document["jars"] = ",".join(str(jar) for jar in s3a_jars())
+    if args.s3a_packages:
+        # For spark-submit's --packages and --exclude-packages: Spark resolves them itself (Ivy).
+        document["packages"] = ",".join(s3a_packages(pyspark_hadoop_version()))
+        document["excludePackages"] = ",".join(S3A_EXCLUSIONS)
     print_json(document)
 
 
@@ -227,10 +230,14 @@ def add_commands(commands: Commands) -> None:
     plans.set_defaults(handler=command_plans)
 
     spark_code = commands.add_parser(
-        "spark-code", help="the planner package as a zip for spark-submit --py-files (and the s3a jars)"
+        "spark-code", help="the planner package as a zip for spark-submit --py-files (and the s3a packages)"
     )
     spark_code.add_argument("--out", type=Path, help="directory for the zip (default: ~/.cache/pulsar-rebalance/spark)")
     spark_code.add_argument(
-        "--s3a-jars", action="store_true", help="also resolve Hadoop's s3a jars for this pyspark (Maven Central)"
+        "--s3a-packages",
+        "--s3a-jars",  # the earlier spelling, when the jars were resolved here
+        dest="s3a_packages",
+        action="store_true",
+        help="also print Hadoop's s3a filesystem for this pyspark as --packages and --exclude-packages",
     )
     spark_code.set_defaults(handler=command_spark_code)

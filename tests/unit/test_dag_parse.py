@@ -142,11 +142,13 @@ def test_the_gate_asks_and_checks_under_the_settings_as_they_are_when_it_runs(ai
     assert recorded["assigned"] == ["alice"]
 
 
-def test_the_spark_driver_address_is_read_when_the_task_runs(airflow_env, monkeypatch):
-    dag = parse("pulsar_rebalance_plan_local").dags["pulsar_rebalance_plan_local"]
-    template = dag.task_dict["spark_plan"].env_vars["SPARK_LOCAL_IP"]
-    set_variable(monkeypatch, {"spark_local_ip": "10.0.0.7"})
-    assert dag.get_template_env().from_string(template).render() == "10.0.0.7"
+def test_the_spark_submission_is_read_when_the_task_runs(airflow_env, monkeypatch):
+    spark_plan = parse("pulsar_rebalance_plan_local").dags["pulsar_rebalance_plan_local"].task_dict["spark_plan"]
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    set_variable(monkeypatch, {"spark_local_ip": "10.0.0.7", "spark": {"conf": {"spark.executor.memory": "2g"}}})
+    submission = spark_plan.submission()
+    assert submission.env_vars == {"SPARK_LOCAL_IP": "10.0.0.7"}
+    assert submission.conf["spark.executor.memory"] == "2g"
 
 
 @pytest.mark.parametrize("field", ["cluster_names", "plan_profile"])
