@@ -400,8 +400,8 @@ class SparkSubmitSettings(BaseModel):
     )
     repositories: Annotated[tuple[str, ...], NoDecode] = Field(
         (),
-        description="`--repositories`: Maven repositories searched for the packages besides Maven Central (a "
-        "mirror: or `spark.jars.ivySettings` in `conf`).",
+        description="`--repositories`: Maven repositories searched for the packages besides Maven Central; a "
+        "mirror that needs credentials goes in an Ivy settings file (`spark.jars.ivySettings` in `conf`).",
     )
     s3a_packages: bool = Field(
         True,
@@ -446,6 +446,18 @@ class SparkSubmitSettings(BaseModel):
         for item in value:
             if not re.fullmatch(_COORDINATE, item):
                 raise ValueError(f"{item!r} is not a Maven coordinate `group:artifact:version`")
+        return value
+
+    @field_validator("repositories", mode="after")
+    @classmethod
+    def _no_credentials(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if "@" in item.split("://", 1)[-1].split("/", 1)[0]:
+                # spark-submit's argv and the task's log would show them.
+                raise ValueError(
+                    f"{item.split('://', 1)[0]}://...@...: credentials in a repository URL are refused; put them in "
+                    "an Ivy settings file (`spark.jars.ivySettings` in `conf`)"
+                )
         return value
 
     @field_validator("exclude_packages", mode="after")

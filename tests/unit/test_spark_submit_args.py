@@ -217,6 +217,11 @@ def test_the_log_line_names_no_conf_value():
         ("CONF", '{"executor.memory": "2g"}', r"spark\.conf: 'executor\.memory' is not a Spark property"),
         ("PACKAGES", "org.example:extra", r"spark\.packages: 'org\.example:extra' is not a Maven coordinate"),
         ("EXCLUDE_PACKAGES", "org.example", r"spark\.exclude_packages: 'org\.example' is not `group:artifact`"),
+        (
+            "REPOSITORIES",
+            "https://me:s3cr3t@maven.example/r",
+            r"spark\.repositories: https://\.\.\.@\.\.\.: credentials",
+        ),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(monkeypatch, variable, value, message):
@@ -224,6 +229,7 @@ def test_a_bad_setting_is_one_line_naming_it(monkeypatch, variable, value, messa
     with pytest.raises(InputError, match=message) as raised:
         planner_settings()
     assert "\n" not in str(raised.value)
+    assert "s3cr3t" not in str(raised.value)
     assert re.search(f"PULSAR_REBALANCE_SPARK__{variable}", str(raised.value))
 
 
