@@ -238,7 +238,8 @@ class WebhookHook(BaseHook):
 
     Host: the whole URL (`https://hooks.example.com/services/...`), or a host name with its path
     (`hooks.example.com/services/...`), then Schema is the URL scheme (default `https`) and Port the port.
-    Password: a bearer token, sent as `Authorization`. Extras: `headers` (an object), `routing_key` (a PagerDuty
+    Password: a bearer token, sent as `Authorization`, or with extra `password_in_path` the URL's secret path
+    (Slack's `T000/B000/XXXX`), appended to Host's URL. Extras: `headers` (an object), `routing_key` (a PagerDuty
     Events API v2 key: the body then is a PagerDuty event too), `verify_tls` and `ca_file`; `verify` (false, or a
     CA bundle path) as `http` connections give it.
     """
@@ -279,7 +280,15 @@ class WebhookHook(BaseHook):
         if not isinstance(headers, Mapping):
             raise InputError(f"{where}: extra headers must be a JSON object")
         headers = {str(name): str(value) for name, value in headers.items()}
-        if connection.password:
+        in_path = extra.get("password_in_path", False)
+        if not isinstance(in_path, bool):
+            raise InputError(f"{where}: extra password_in_path must be true or false, not {in_path!r}")
+        if in_path and not connection.password:
+            raise InputError(f"{where}: password (the URL's secret path) is empty, and password_in_path is true")
+        if in_path:
+            # The secret stays in the masked field: the URL field is shown in the connection list.
+            url = f"{url.rstrip('/')}/{connection.password.lstrip('/')}"
+        elif connection.password:
             headers["Authorization"] = f"Bearer {connection.password}"
         verify = extra["verify"] if "verify" in extra else (extra.get("ca_file") or extra.get("verify_tls", True))
         return WebhookEndpoint(url, headers, verify, extra.get("routing_key"))

@@ -124,6 +124,13 @@ def webhook_connection_fields() -> dict[str, Any]:
             "description": "An Events API v2 integration key: each message is a PagerDuty event too (post to "
             "https://events.pagerduty.com/v2/enqueue).",
         },
+        "password_in_path": {
+            "label": "Password is the URL's secret path",
+            "schema": {"type": ["boolean", "null"], "default": False},
+            "description": "Append the password to the webhook URL's path instead of sending it as a bearer token: "
+            "Slack's and Teams' URLs carry their secret in the path, which the connection list would show in the "
+            "URL field.",
+        },
         "verify_tls": {"label": "Verify TLS", "schema": {"type": ["boolean", "null"], "default": True}},
         "ca_file": {
             "label": "CA file",
@@ -135,10 +142,10 @@ def webhook_connection_fields() -> dict[str, Any]:
 
 WEBHOOK_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden_fields": ["schema", "port", "login"],
-    "relabeling": {"host": "Webhook URL", "password": "Bearer token"},
+    "relabeling": {"host": "Webhook URL", "password": "Bearer token or the URL's secret path"},
     "placeholders": {
-        "host": "https://hooks.slack.com/services/T000/B000/XXXX",
-        "password": "sent as Authorization: Bearer (optional)",
+        "host": "https://hooks.slack.com/services",
+        "password": "sent as Authorization: Bearer, or appended to the URL (T000/B000/XXXX)",
     },
 }
 

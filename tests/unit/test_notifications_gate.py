@@ -164,10 +164,34 @@ def test_the_webhook_reads_its_own_type_and_http_connections_alike(monkeypatch):
     assert hook.get_conn().verify is False
 
 
+def test_a_secret_path_stays_in_the_masked_password_and_is_appended_to_the_url(monkeypatch):
+    extra = {"password_in_path": True}
+    hook = connection(
+        monkeypatch,
+        "slack",
+        conn_type="pulsar_rebalance_webhook",
+        host="https://h.test/services/",
+        password="/T1/B2/X3",
+        extra=extra,
+    )
+    endpoint = hook.get_conn()
+    assert endpoint.url == "https://h.test/services/T1/B2/X3" and "Authorization" not in endpoint.headers
+    bearer = connection(monkeypatch, "api", conn_type="pulsar_rebalance_webhook", host="https://h.test", password="t0k")
+    assert bearer.get_conn().url == "https://h.test" and bearer.get_conn().headers["Authorization"] == "Bearer t0k"
+
+
 @pytest.mark.parametrize(
     ("fields", "error"),
     [
         ({"conn_type": "smtp", "host": "h"}, "connection bad: conn_type must be pulsar_rebalance_webhook"),
+        (
+            {"conn_type": "pulsar_rebalance_webhook", "host": "https://h", "extra": {"password_in_path": True}},
+            "connection bad: password .* is empty",
+        ),
+        (
+            {"conn_type": "pulsar_rebalance_webhook", "host": "h", "password": "p", "extra": {"password_in_path": 1}},
+            "connection bad: extra password_in_path must be true or false",
+        ),
         ({"conn_type": "pulsar_rebalance_webhook"}, "connection bad: host"),
         ({"conn_type": "pulsar_rebalance_webhook", "host": "h", "extra": {"verfy": 1}}, r"unknown extra.*verfy"),
         ({"conn_type": "pulsar_rebalance_webhook", "host": "h", "extra": {"headers": "X: 1"}}, "headers must be"),
