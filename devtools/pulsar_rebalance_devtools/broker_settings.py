@@ -11,7 +11,8 @@ tests/unit/test_docker_compose.py fails, printing the block to paste, when the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 PULSAR_ENV_PREFIX = "PULSAR_PREFIX_"
@@ -71,3 +72,37 @@ EXTENSIBLE_BROKER_SETTINGS: Mapping[str, object] = MappingProxyType(
         "loadBalancerAutoBundleSplitEnabled": "false",
     }
 )
+
+
+OPENID_PROVIDER = "org.apache.pulsar.broker.authentication.oidc.AuthenticationProviderOpenID"
+OAUTH2_CLIENT_PLUGIN = "org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2"
+
+
+def openid_auth_settings(
+    issuer_url: str, audience: str, key_file: str, super_user_roles: Sequence[str]
+) -> dict[str, str]:
+    """Pulsar's OpenID Connect authentication (`pulsar-broker-auth-oidc`) with authorization on: tokens of `issuer_url`
+    for `audience` accepted, the role read from `azp` (the OAuth2 client's id, which every Keycloak access token
+    carries; a service account's `sub` is an id Keycloak makes up), and the brokers calling each other with OAuth2
+    client credentials of their own (`key_file`, Pulsar's key file; named by path, never in a process argument).
+    Plain http to the issuer only because it is on loopback (`openIDRequireIssuersUseHttps`)."""
+    return {
+        "authenticationEnabled": "true",
+        "authenticationProviders": OPENID_PROVIDER,
+        "openIDAllowedTokenIssuers": issuer_url,
+        "openIDAllowedAudiences": audience,
+        "openIDRoleClaim": "azp",
+        "openIDRequireIssuersUseHttps": "false",
+        "authorizationEnabled": "true",
+        "superUserRoles": ",".join(super_user_roles),
+        "brokerClientAuthenticationPlugin": OAUTH2_CLIENT_PLUGIN,
+        "brokerClientAuthenticationParameters": json.dumps(
+            {
+                "type": "client_credentials",
+                "issuerUrl": issuer_url,
+                "privateKey": f"file://{key_file}",
+                "audience": audience,
+            },
+            separators=(",", ":"),
+        ),
+    }

@@ -49,9 +49,14 @@ from typing import Any
 
 import requests
 
+from planner.collect.oauth2 import OAuth2ClientCredentials, OAuth2Tokens
 from planner.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
-from pulsar_rebalance_devtools.broker_settings import EXTENSIBLE_BROKER_SETTINGS, SHARED_BROKER_SETTINGS
+from pulsar_rebalance_devtools.broker_settings import (
+    EXTENSIBLE_BROKER_SETTINGS,
+    OAUTH2_CLIENT_PLUGIN,
+    SHARED_BROKER_SETTINGS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -729,9 +734,25 @@ def _base64url(data: bytes) -> str:
 
 
 def admin_headers(state: Mapping[str, Any]) -> dict[str, str]:
-    """The Authorization header for a cluster description (`start`/`status`), empty without auth."""
+    """The Authorization header for a cluster description (`start`/`status`), empty without auth: the superuser's
+    token, or on brokers that call each other with OAuth2 client credentials, a token of the brokers' own client."""
     token_file = state.get("tokenFile")
-    return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"} if token_file else {}
+    if token_file:
+        return {"Authorization": f"Bearer {Path(token_file).read_text().strip()}"}
+    brokers_client = state.get("brokerSettings", {})
+    if brokers_client.get("brokerClientAuthenticationPlugin") == OAUTH2_CLIENT_PLUGIN:
+        params = json.loads(brokers_client["brokerClientAuthenticationParameters"])
+        tokens = _oauth2_tokens(params["issuerUrl"], params["privateKey"], params.get("audience"))
+        return {"Authorization": f"Bearer {tokens.token()}"}
+    return {}
+
+
+@functools.cache
+def _oauth2_tokens(issuer_url: str, key_file: str, audience: str | None) -> OAuth2Tokens:
+    """The tokens of the brokers' own OAuth2 client (Pulsar's key file at `key_file`, a `file://` URL), one cache
+    per process: the readiness checks poll twice a second."""
+    key_path = key_file.removeprefix("file://")
+    return OAuth2Tokens(OAuth2ClientCredentials(issuer_url, credentials_file=key_path, audience=audience))
 
 
 def _write_conf(path: Path, values: Mapping[str, object]) -> Path:

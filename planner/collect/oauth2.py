@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 import time
 from collections import deque
@@ -39,6 +40,8 @@ _REMEMBERED_SECRETS = 256
 # Token endpoint and metadata answers are small; anything larger is not an OAuth2 server's.
 _MAX_ANSWER_BYTES = 1024 * 1024
 KEY_FILE_TYPE = "client_credentials"
+
+logger = logging.getLogger(__name__)
 
 
 class TokenError(RuntimeError):
@@ -146,8 +149,10 @@ class OAuth2Tokens:
     def token(self) -> str:
         with self._lock:
             current = self._token
-            if current is None or (current.refresh_at is not None and self._clock() >= current.refresh_at):
-                current = self._fetch()
+            if current is None:
+                current = self._fetch("first token")
+            elif current.refresh_at is not None and self._clock() >= current.refresh_at:
+                current = self._fetch("refreshed before expiry")
             return current.value
 
     def renewed(self, refused: str) -> bool:
@@ -160,9 +165,9 @@ class OAuth2Tokens:
                 return True
             if current is not None and self._clock() - current.fetched_at < MIN_TOKEN_AGE_FOR_RENEWAL:
                 return False
-            return self._fetch().value != refused
+            return self._fetch("renewed after a 401").value != refused
 
-    def _fetch(self) -> _Token:
+    def _fetch(self, why: str) -> _Token:
         client = self.credentials.client()
         self._secrets.append(client.client_secret)
         endpoint = self._token_endpoint or self._discover()
@@ -195,6 +200,14 @@ class OAuth2Tokens:
         refresh_at = started + lifetime * REFRESH_FRACTION if lifetime is not None else None
         self._token = _Token(value, started, refresh_at)
         self.fetches += 1
+        logger.info(
+            "OAuth2 token %d for client %s from %s (%s), %s",
+            self.fetches,
+            client.client_id,
+            endpoint,
+            why,
+            f"valid {lifetime:.0f} s" if lifetime is not None else "lifetime unknown",
+        )
         return self._token
 
     def _discover(self) -> str:
