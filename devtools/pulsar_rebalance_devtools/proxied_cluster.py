@@ -26,6 +26,7 @@ from typing import Any
 import requests
 
 from pulsar_rebalance_devtools import local_cluster
+from pulsar_rebalance_devtools.netns import network_namespace
 
 log = logging.getLogger(__name__)
 
@@ -64,36 +65,6 @@ class ProxiedCluster:
         return BROKER_URL_TEMPLATE.format(proxy=self.proxy_url)
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
-
-
-@contextlib.contextmanager
-def network_namespace(name: str, subnet: int) -> Iterator[str]:
-    """A network namespace joined to this one by a veth pair, 10.{subnet}.0.1 here and 10.{subnet}.0.2 inside (that
-    address is yielded); its loopback up. Deleted at the end, with the pair."""
-    outer, inner = f"{name[:11]}-o", f"{name[:11]}-i"
-    with contextlib.suppress(subprocess.CalledProcessError):
-        _ip("netns", "delete", name)  # left by a run that was killed
-    with contextlib.suppress(subprocess.CalledProcessError):
-        _ip("link", "delete", outer)
-    _ip("netns", "add", name)
-    try:
-        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", name)
-        _ip("addr", "add", f"10.{subnet}.0.1/30", "dev", outer)
-        _ip("link", "set", outer, "up")
-        _ip("netns", "exec", name, "ip", "addr", "add", f"10.{subnet}.0.2/30", "dev", inner)
-        _ip("netns", "exec", name, "ip", "link", "set", inner, "up")
-        _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
-        yield f"10.{subnet}.0.2"
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("link", "delete", outer)
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _ip("netns", "delete", name)
-
-
 def _cluster_env(root: Path, settings: Mapping[str, str]) -> dict[str, str]:
     return {**os.environ, "PULSAR_REBALANCE_HOME": str(root), **settings}
 
@@ -125,7 +96,7 @@ def proxied_cluster(
         },
     )
     with contextlib.ExitStack() as stack:
-        address = stack.enter_context(network_namespace(netns, subnet))
+        _, address = stack.enter_context(network_namespace(netns, subnet))
         with _environment(env):
             settings = local_cluster.settings_from_env()
         stack.callback(local_cluster.stop, settings)

@@ -15,7 +15,6 @@ The deployment's Spark conf (the workers' Python, executor memory) reaches spark
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -34,98 +33,15 @@ from planner.audit.plan_records import show_plan
 from planner.store.database import Store
 from planner.store.models import Plan
 from pulsar_rebalance_devtools.demo import airflow_environment, migrate_airflow
+from pulsar_rebalance_devtools.netns import network_namespace
 from tests.integration.conftest import stop_process_group
-from tests.spark.cluster import (
-    PYSPARK_HOME,
-    WORKERS,
-    StandaloneCluster,
-    _hidden_checkout_command,
-    spark_environment,
-    worker_python,
-)
+from tests.spark.cluster import StandaloneCluster, standalone_cluster, worker_python
 from tests.spark.test_on_a_cluster import CLUSTER, PLAN_SETTINGS, planner_home  # noqa: F401 - the snapshots' fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.slow]
 
 DAG_ID = f"pulsar_rebalance_plan_{CLUSTER}"
 FAILED_EXECUTORS = 6
-MASTER_PORT = 7077
-UI_PORT = 8080
-
-
-@contextlib.contextmanager
-def network_namespace(name: str) -> Iterator[tuple[str, str]]:
-    """A network namespace joined to this one by a veth pair; yields (this side's address, its address). Its
-    default route is this side, so it reaches this host's other addresses too, as a routed cluster would."""
-    if shutil.which("ip") is None or os.geteuid() != 0:
-        pytest.skip("needs root and iproute2 (ip netns, veth)")
-    subnet = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
-    here, there = f"{subnet}.1", f"{subnet}.2"
-    outer, inner = f"{name[:10]}a", f"{name[:10]}b"
-
-    def ip(*arguments: str, namespace: bool = False) -> None:
-        prefix = ["ip", "netns", "exec", name] if namespace else []
-        subprocess.run([*prefix, "ip", *arguments], check=True, capture_output=True)
-
-    ip("netns", "add", name)
-    try:
-        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        ip("link", "set", inner, "netns", name)
-        ip("addr", "add", f"{here}/24", "dev", outer)
-        ip("link", "set", outer, "up")
-        ip("addr", "add", f"{there}/24", "dev", inner, namespace=True)
-        ip("link", "set", inner, "up", namespace=True)
-        ip("link", "set", "lo", "up", namespace=True)
-        ip("route", "add", "default", "via", here, namespace=True)
-        yield here, there
-    finally:
-        # Deleting the namespace deletes its end of the pair, and with it ours.
-        subprocess.run(["ip", "netns", "del", name], check=False, capture_output=True)
-        subprocess.run(["ip", "link", "del", outer], check=False, capture_output=True)
-
-
-@contextlib.contextmanager
-def namespaced_cluster(root: Path, namespace: str, address: str) -> Iterator[StandaloneCluster]:
-    """A master and WORKERS one-core workers on `address` inside `namespace`, the checkout hidden from the
-    workers (`tests/spark/cluster.py`)."""
-    environment = {**spark_environment(root), "SPARK_LOCAL_IP": address, "SPARK_LOCAL_HOSTNAME": address}
-    processes: list[subprocess.Popen[bytes]] = []
-    in_namespace = ["ip", "netns", "exec", namespace]
-
-    def start(name: str, command: list[str]) -> None:
-        with (root / f"{name}.log").open("wb") as log:
-            processes.append(
-                subprocess.Popen(
-                    [*in_namespace, *command],
-                    env=environment,
-                    cwd=root,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )
-
-    master = ["org.apache.spark.deploy.master.Master", "--host", address, "--port", str(MASTER_PORT)]
-    start("master", [str(PYSPARK_HOME / "bin" / "spark-class"), *master, "--webui-port", str(UI_PORT)])
-    master_url = f"spark://{address}:{MASTER_PORT}"
-    cluster = StandaloneCluster(root, master_url, f"http://{address}:{UI_PORT}", processes)
-    try:
-        for index in range(WORKERS):
-            work = root / f"work-{index}"
-            work.mkdir(exist_ok=True)
-            worker = ["org.apache.spark.deploy.worker.Worker", "--host", address, "--cores", "1", "--memory", "1g"]
-            worker += ["--work-dir", str(work), master_url]
-            start(f"worker-{index}", _hidden_checkout_command(root, worker))
-        deadline = time.monotonic() + 120
-        while cluster.alive_workers() < WORKERS:
-            if time.monotonic() > deadline or any(process.poll() is not None for process in processes):
-                raise RuntimeError(f"the namespaced standalone cluster did not start:\n{cluster.logs()}")
-            time.sleep(1)
-        yield cluster
-    finally:
-        for process in reversed(processes):
-            stop_process_group(process, timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +49,12 @@ def remote_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sta
     """(the cluster, its workers' Python, this side's address)."""
     root = tmp_path_factory.mktemp("remote-spark")
     python = worker_python(root)
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("needs root and iproute2 (ip netns, veth)")
+    namespace = f"prs{os.getpid()}"
     with (
-        network_namespace(f"prs{os.getpid()}") as (here, there),
-        namespaced_cluster(root, f"prs{os.getpid()}", there) as cluster,
+        network_namespace(namespace, 160 + os.getpid() % 60) as (here, there),
+        standalone_cluster(root, address=there, namespace=namespace) as cluster,
     ):
         yield cluster, python, here
 

@@ -114,9 +114,15 @@ def _hidden_checkout_command(root: Path, command: list[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def standalone_cluster(root: Path) -> Iterator[StandaloneCluster]:
-    """A master and two one-core workers on 127.0.0.1; stopped (process groups killed) on exit."""
+def standalone_cluster(
+    root: Path, *, address: str = "127.0.0.1", namespace: str | None = None
+) -> Iterator[StandaloneCluster]:
+    """A master and WORKERS one-core workers on `address` (inside network `namespace`, if given: `ip netns`), the
+    checkout hidden from the workers; stopped (process groups killed) on exit."""
     environment = spark_environment(root)
+    if namespace is not None:
+        environment |= {"SPARK_LOCAL_IP": address, "SPARK_LOCAL_HOSTNAME": address}
+    in_namespace = ["ip", "netns", "exec", namespace] if namespace is not None else []
     port, ui_port = _free_port(), _free_port()
     processes: list[subprocess.Popen[bytes]] = []
 
@@ -124,7 +130,7 @@ def standalone_cluster(root: Path) -> Iterator[StandaloneCluster]:
         with (root / f"{name}.log").open("wb") as log:
             processes.append(
                 subprocess.Popen(
-                    command,
+                    [*in_namespace, *command],
                     env=environment,
                     cwd=root,
                     stdout=log,
@@ -134,29 +140,16 @@ def standalone_cluster(root: Path) -> Iterator[StandaloneCluster]:
                 )
             )
 
-    master = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+    master = ["org.apache.spark.deploy.master.Master", "--host", address, "--port", str(port)]
     start("master", [str(PYSPARK_HOME / "bin" / "spark-class"), *master, "--webui-port", str(ui_port)])
-    cluster = StandaloneCluster(root, f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", processes)
+    cluster = StandaloneCluster(root, f"spark://{address}:{port}", f"http://{address}:{ui_port}", processes)
     try:
         for index in range(WORKERS):
             work = root / f"work-{index}"
             work.mkdir(exist_ok=True)
-            worker = [
-                "org.apache.spark.deploy.worker.Worker",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(_free_port()),
-                "--webui-port",
-                str(_free_port()),
-                "--cores",
-                "1",
-                "--memory",
-                "1g",
-                "--work-dir",
-                str(work),
-                cluster.master_url,
-            ]
+            worker = ["org.apache.spark.deploy.worker.Worker", "--host", address, "--port", str(_free_port())]
+            worker += ["--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g"]
+            worker += ["--work-dir", str(work), cluster.master_url]
             start(f"worker-{index}", _hidden_checkout_command(root, worker))
         deadline = time.monotonic() + 120
         while cluster.alive_workers() < WORKERS:
