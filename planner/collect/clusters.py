@@ -126,9 +126,6 @@ class ClusterSettings(ClusterExecution):
 
     @model_validator(mode="after")
     def _one_kind_of_auth(self) -> ClusterSettings:
-        token_sources = [self.token_env, self.token_file, self.token]
-        if sum(source is not None for source in token_sources) > 1:
-            raise ValueError("give at most one of token_env, token_file, token")
         kinds = {
             "token_env": self.token_env,
             "token_file": self.token_file,

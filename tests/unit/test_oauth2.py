@@ -249,6 +249,7 @@ def test_issuer_failures_are_one_line_errors_naming_it_without_the_secret(issuer
             "token_env and oauth2",
         ),
         ('username = "u"\n[clusters.oauth2]\ncredentials_file = "k"', "username and oauth2"),
+        ('token_env = "T"\ntoken_file = "/run/t"', "one kind of auth per cluster: token_env and token_file given"),
         ('[clusters.oauth2]\nissuer_url = "http://127.0.0.1:1"\nclient_id = "p"', "oauth2: client_id needs one secret"),
         ('[clusters.oauth2]\ncredentials_file = "k"\nclient_id = "p"', "oauth2: give credentials_file or client_id"),
         ('[clusters.oauth2]\nclient_id = "p"\nclient_secret_env = "S"', "oauth2: issuer_url is required"),
