@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from planner.arguments import bounded_int
 from planner.cli.common import ArgumentParser, print_json, run_command
 from planner.errors import InputError
-from planner.maven import MavenError
 from planner.pulsar.config import parse_assignments
+from pulsar_rebalance_devtools.maven import MavenError
 
 PORT = bounded_int(1, 65535)
 # The local cluster puts broker i on 127.0.0.(i + 1).

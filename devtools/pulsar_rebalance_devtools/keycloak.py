@@ -30,8 +30,8 @@ from typing import Any
 
 import requests
 
-from planner.maven import DEPENDENCY_PLUGIN, run_maven
 from planner.settings import cache_home
+from pulsar_rebalance_devtools.maven import DEPENDENCY_PLUGIN, run_maven
 
 log = logging.getLogger(__name__)
 

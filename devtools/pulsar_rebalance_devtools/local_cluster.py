@@ -50,13 +50,13 @@ from typing import Any
 import requests
 
 from planner.collect.oauth2 import OAuth2ClientCredentials, OAuth2Tokens
-from planner.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 from planner.settings import ENV_PREFIX, DevClusterSettings, cache_home, planner_settings
 from pulsar_rebalance_devtools.broker_settings import (
     EXTENSIBLE_BROKER_SETTINGS,
     OAUTH2_CLIENT_PLUGIN,
     SHARED_BROKER_SETTINGS,
 )
+from pulsar_rebalance_devtools.maven import DEPENDENCY_PLUGIN, MavenError, run_maven
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Java artifacts from Maven Central, through the machine's Maven (`mvn`), cached outside any repository.
 
-Only the dev tools use it (the local Pulsar cluster's distribution, a local identity provider): the Spark
-job's jars are resolved by Spark itself (`planner.spark_submit`).
+The dev tools' downloads (the local Pulsar cluster's distribution, a local identity provider); the product needs
+no Maven: the Spark job's jars are resolved by Spark itself (`planner.spark_submit`).
 """
 
 from __future__ import annotations
