@@ -52,7 +52,7 @@ from planner.simulator.leader import BundleAverages, BundleDataView, full_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound
 from planner.simulator.scenario import Scenario, World, build_world
-from planner.simulator.traffic import Minute, Traffic
+from planner.simulator.traffic import Minute, MinuteSource, Traffic
 from planner.simulator.violations import PolicyJudge, PolicyViolations
 
 # 2026-01-01T00:00:00Z: a fixed clock, so recently-unloaded timestamps and results are reproducible.
@@ -255,6 +255,7 @@ class Simulation:
         cadence_minutes: int,
         target_spread: float,
         ignore_cluster_policies: bool = False,
+        traffic: MinuteSource | None = None,
     ) -> None:
         self.world = world
         self.policy = policy
@@ -277,7 +278,8 @@ class Simulation:
         brokers, bundles = world.brokers, world.bundles
         self.ids = brokers.ids
         self.names = bundles.names
-        self.traffic = Traffic(bundles, seed)
+        # The scenario's generated traffic, or a source's own (a recorded history's: `planner.simulator.replay`).
+        self.traffic: MinuteSource = traffic or Traffic(bundles, seed)
         self.owner = bundles.initial_owner.copy()
         self.alive = brokers.join_at == 0
         self.up_since = np.where(self.alive, 0, -1)

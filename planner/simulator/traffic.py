@@ -7,6 +7,7 @@ drawn from the same seed, so differences in the results come from the policy alo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -22,6 +23,13 @@ class Minute:
 
     stats: np.ndarray
     spiking: np.ndarray  # bool per bundle: inside a spike window this minute
+
+
+class MinuteSource(Protocol):
+    """Where a run's traffic comes from, one minute after the other: a scenario's generated traffic (`Traffic`) or a
+    cluster's recorded history (`planner.simulator.replay.RecordedTraffic`)."""
+
+    def minute(self, t: int) -> Minute: ...
 
 
 class Traffic:

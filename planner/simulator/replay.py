@@ -1,0 +1,398 @@
+"""A cluster's own recorded history as a simulation's source, in place of a synthetic scenario.
+
+The history is what collects recorded (the samples dataset: one row per broker and per bundle of each snapshot). The
+replay runs the same one-minute loop as a scenario (`planner.simulator.engine`) with:
+
+- the brokers as recorded: each one's hardware (cores from its CPU limit, NIC from its bandwidth limit) and costs
+  (background, CPU per msg/s and per byte/s) fitted on its own reports with the usage model the plans predict with
+  (`planner.plan.usage_model`); a broker without a usable fit gets the cluster's;
+- every bundle's traffic as recorded in each snapshot, held until the next snapshot (or interpolated linearly between
+  two), in the minute it was taken, counted from the first snapshot of the window;
+- the initial ownership of the first snapshot; brokers joining, leaving and coming back in the minutes the snapshots
+  show it. A broker the collect could not read (a partial snapshot) is kept up with its bundles' last traffic: the
+  recording does not say it stopped.
+
+What it cannot reproduce, by construction: the moves themselves (the policy under test decides them, so ownership
+after the first snapshot is the replay's own), memory and direct memory (they do not follow traffic, the score here is
+CPU and NIC), traffic within the minutes between two snapshots, and a bundle first recorded after the first snapshot
+(a split's children, a new namespace): idle until its first record, placed by a lookup as Pulsar places it.
+
+Pure: the history comes in as tables already read (`planner.simulator.recorded` reads them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from planner.errors import InputError
+from planner.plan.configuration import plan_configuration
+from planner.plan.usage_model import ResourceFit, UsageModels, fit_usage_models, histories_from_columns
+from planner.pulsar.config import MIB, PulsarConfig
+from planner.pulsar.declarations import ClusterDeclarations, ClusterPolicies
+from planner.simulator.engine import Policy, RunResult, Simulation, parse_policy
+from planner.simulator.scenario import BrokerEvent, Brokers, Bundles, Scenario, World
+from planner.simulator.traffic import Minute
+
+# A broker whose NIC limit is unknown (Pulsar reports none on hosts it cannot read): its NIC never limits it.
+UNLIMITED_NIC_GBPS = 1e6
+DEFAULT_TARGET_SPREAD = 20.0
+DEFAULT_CADENCE_MINUTES = 60
+_RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+class Interpolation(StrEnum):
+    """How a bundle's traffic between two snapshots is taken: the last snapshot's, or a straight line to the next."""
+
+    HOLD = "hold"
+    LINEAR = "linear"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedHistory:
+    """A cluster's snapshots within a window, as the samples dataset holds them, oldest first.
+
+    `brokers` and `bundles` are the dataset's tables (`planner.samples.dataset.BROKER_SCHEMA`, `BUNDLE_SCHEMA`) with
+    only the window's published snapshots; `missing`: per snapshot id, the brokers its collect could not read;
+    `declarations`: what the cluster declared at the latest snapshot (its configuration, release and placement
+    policies; None: not read)."""
+
+    cluster: str
+    brokers: pa.Table
+    bundles: pa.Table
+    missing: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    declarations: ClusterDeclarations | None = None
+
+    def __post_init__(self) -> None:
+        if self.brokers.num_rows == 0:
+            raise InputError(f"replay of cluster {self.cluster!r}: no snapshots recorded in the window")
+
+    @property
+    def policies(self) -> ClusterPolicies | None:
+        return self.declarations.policies if self.declarations is not None else None
+
+    @property
+    def snapshot_ids(self) -> list[int]:
+        return sorted(set(self.brokers.column("snapshot_id").to_pylist()))
+
+    @property
+    def taken_at(self) -> dict[int, datetime]:
+        """Each snapshot's time."""
+        ids = self.brokers.column("snapshot_id").to_pylist()
+        times = self.brokers.column("taken_at").to_pylist()
+        return dict(zip(ids, times, strict=True))
+
+    @property
+    def start(self) -> datetime:
+        return min(self.taken_at.values())
+
+    @property
+    def end(self) -> datetime:
+        return max(self.taken_at.values())
+
+    def minute_of(self, moment: datetime) -> int:
+        """The replay's minute of a moment: whole minutes since the first snapshot."""
+        return int((moment - self.start).total_seconds() // 60)
+
+    def usage_models(self) -> UsageModels:
+        """Every broker's costs, fitted on its reports of the window."""
+        return fit_usage_models(histories_from_columns(self.brokers.to_pydict()))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerHardware:
+    """A broker as the simulator models it, from its recorded limits and fitted costs."""
+
+    cores: float
+    cpu_per_msg: float  # percent of one core per msg/s
+    cpu_per_mib: float  # percent of one core per MiB/s
+    nic_gbps: float
+    background: float  # percent
+
+
+def broker_hardware(history: RecordedHistory, models: UsageModels) -> dict[str, BrokerHardware]:
+    """Per broker: cores and NIC from its latest recorded limits, costs from its CPU fit (the cluster's when its own is
+    not usable, the cluster's CPU over its messages when none is). A negative fitted cost or background (noise on a
+    quiet broker) is taken as zero: the simulator's load grows with traffic."""
+    rows = history.brokers.select(["broker", "cpu_limit", "bandwidth_in_limit", "cpu_usage", "msg_rate_in"])
+    latest: dict[str, dict[str, Any]] = {}
+    for row in rows.to_pylist():
+        latest[row["broker"]] = row  # rows come ordered by snapshot: the last one wins
+    fallback = _cluster_cpu_per_message(history)
+    hardware = {}
+    for broker, row in sorted(latest.items()):
+        cores = row["cpu_limit"] / 100.0 if row["cpu_limit"] and row["cpu_limit"] > 0 else 1.0
+        nic = row["bandwidth_in_limit"] / (1024.0 * 1024.0) if row["bandwidth_in_limit"] > 0 else UNLIMITED_NIC_GBPS
+        fit = models.fit(broker, "cpu") or fallback
+        hardware[broker] = BrokerHardware(
+            cores=cores,
+            # The fit's figures are percent of the broker's whole CPU; the simulator's are percent of one core.
+            cpu_per_msg=max(fit.per_msg, 0.0) * cores,
+            cpu_per_mib=max(fit.per_byte, 0.0) * MIB * cores,
+            nic_gbps=nic,
+            background=min(max(fit.intercept, 0.0), 100.0),
+        )
+    return hardware
+
+
+def _cluster_cpu_per_message(history: RecordedHistory) -> ResourceFit:
+    """The first-order estimate with no usable fit: the cluster's CPU percent over its messages, no background."""
+    columns = history.brokers.select(["cpu_usage", "cpu_limit", "msg_rate_in", "msg_rate_out"]).to_pydict()
+    percent = sum(
+        usage / limit * 100.0 for usage, limit in zip(columns["cpu_usage"], columns["cpu_limit"], strict=True) if limit
+    )
+    messages = sum(columns["msg_rate_in"]) + sum(columns["msg_rate_out"])
+    per_msg = percent / messages if messages > 0 else 0.0
+    return ResourceFit(0.0, per_msg, 0.0, None, len(columns["cpu_usage"]), "history")
+
+
+@dataclass(frozen=True)
+class RecordedTraffic:
+    """Every bundle's recorded traffic per minute: `stats[k]` is snapshot k's (bundle x NamespaceBundleStats rates),
+    taken at minute `minutes[k]`; before the first record of a bundle, and in a snapshot where its broker was read and
+    did not report it, it has none. `minute(t)` can be asked in any order (it keeps no state)."""
+
+    minutes: np.ndarray  # snapshot minute, ascending
+    stats: np.ndarray  # (snapshots, bundles, 4)
+    interpolation: Interpolation = Interpolation.HOLD
+
+    def minute(self, t: int) -> Minute:
+        k = int(np.searchsorted(self.minutes, t, side="right")) - 1
+        k = max(k, 0)
+        stats = self.stats[k]
+        if self.interpolation is Interpolation.LINEAR and k + 1 < len(self.minutes) and t > self.minutes[k]:
+            share = (t - self.minutes[k]) / (self.minutes[k + 1] - self.minutes[k])
+            stats = stats + (self.stats[k + 1] - stats) * share
+        return Minute(np.array(stats, dtype=float), np.zeros(stats.shape[0], dtype=bool))
+
+
+@dataclass(frozen=True)
+class ReplayWorld:
+    """A recorded history compiled for the engine: the world, its traffic and the minutes it lasts."""
+
+    world: World
+    traffic: RecordedTraffic
+    minutes: int
+    hardware: Mapping[str, BrokerHardware]
+    removed: tuple[str, ...]
+
+
+def replay_scenario(history: RecordedHistory, minutes: int, target_spread: float, cadence: int) -> Scenario:
+    """The run's scenario record: its name and figures as the reports print them (no generated parts)."""
+    return Scenario.model_construct(
+        name=f"replay-{history.cluster}",
+        description=(
+            f"the recorded snapshots of cluster {history.cluster} from {history.start.isoformat()} "
+            f"to {history.end.isoformat()}"
+        ),
+        minutes=minutes,
+        target_spread=target_spread,
+        spike_lag_minutes=10,
+        offline_cadence_minutes=cadence,
+        settings={},
+        brokers=[],
+        bundles=[],
+        events=[],
+        policies=None,
+    )
+
+
+def build_replay_world(
+    history: RecordedHistory,
+    *,
+    remove: Collection[str] = (),
+    interpolation: Interpolation = Interpolation.HOLD,
+    target_spread: float = DEFAULT_TARGET_SPREAD,
+    cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
+) -> ReplayWorld:
+    """The history as the engine's world, without the `remove`d brokers (their bundles are looked up and placed by
+    Pulsar's leader in the first minute, as when a broker is taken away)."""
+    recorded = sorted(set(history.brokers.column("broker").to_pylist()))
+    unknown = sorted(set(remove) - set(recorded))
+    if unknown:
+        raise InputError(f"replay of cluster {history.cluster!r}: remove: {unknown[0]} is not a recorded broker")
+    ids = [broker for broker in recorded if broker not in set(remove)]
+    if not ids:
+        raise InputError(f"replay of cluster {history.cluster!r}: remove: no broker would be left")
+    position = {broker: index for index, broker in enumerate(ids)}
+    snapshots = history.snapshot_ids
+    times = history.taken_at
+    snapshot_minutes = np.array([history.minute_of(times[s]) for s in snapshots], dtype=int)
+    minutes = int(snapshot_minutes[-1]) + 1
+    hardware = broker_hardware(history, history.usage_models())
+
+    # Who is up in each snapshot: those who reported, and those the collect could not read.
+    present: dict[int, set[str]] = {s: set(history.missing.get(s, frozenset())) for s in snapshots}
+    for snapshot_id, broker in zip(
+        history.brokers.column("snapshot_id").to_pylist(), history.brokers.column("broker").to_pylist(), strict=True
+    ):
+        present[snapshot_id].add(broker)
+    join_at = np.full(len(ids), -1, dtype=int)
+    events: list[BrokerEvent] = []
+    up = [False] * len(ids)
+    for k, snapshot_id in enumerate(snapshots):
+        minute = int(snapshot_minutes[k])
+        for broker, b in position.items():
+            now = broker in present[snapshot_id]
+            if now and join_at[b] < 0:
+                join_at[b] = minute
+            if k > 0 and now != up[b]:
+                events.append(BrokerEvent(minute, b, now))
+            up[b] = now
+    # A first appearance after minute 0 is a join (an up event); stops before starts within a minute, as scenarios do.
+    events = sorted(events, key=lambda e: (e.minute, e.up, e.broker))
+    join_at = np.where(join_at < 0, minutes + 1, join_at)  # never up in the window: never joins
+
+    brokers = Brokers(
+        ids=tuple(ids),
+        cores=np.array([hardware[b].cores for b in ids], dtype=float),
+        cpu_per_msg=np.array([hardware[b].cpu_per_msg for b in ids], dtype=float),
+        cpu_per_mib=np.array([hardware[b].cpu_per_mib for b in ids], dtype=float),
+        nic_gbps=np.array([hardware[b].nic_gbps for b in ids], dtype=float),
+        background=np.array([hardware[b].background for b in ids], dtype=float),
+        join_at=join_at,
+    )
+    bundles, stats = _bundles_and_stats(history, snapshots, position, join_at)
+    scenario = replay_scenario(history, minutes, target_spread, cadence_minutes)
+    world = World(scenario, brokers, bundles, tuple(events), history.policies)
+    traffic = RecordedTraffic(snapshot_minutes, stats, interpolation)
+    return ReplayWorld(world, traffic, minutes, hardware, tuple(sorted(remove)))
+
+
+def _bundles_and_stats(
+    history: RecordedHistory, snapshots: Sequence[int], position: Mapping[str, int], join_at: np.ndarray
+) -> tuple[Bundles, np.ndarray]:
+    table = history.bundles.select(["snapshot_id", "broker", "bundle", *_RATE_COLUMNS, "topics"]).to_pydict()
+    names = sorted(set(table["bundle"]))
+    row_of = {name: index for index, name in enumerate(names)}
+    k_of = {snapshot_id: k for k, snapshot_id in enumerate(snapshots)}
+    stats = np.zeros((len(snapshots), len(names), 4))
+    seen = np.zeros((len(snapshots), len(names)), dtype=bool)
+    first_owner: dict[int, str] = {}
+    topics = np.ones(len(names), dtype=int)
+    first_k = np.full(len(names), len(snapshots), dtype=int)
+    owner_by_k: dict[tuple[int, int], str] = {}
+    for index, snapshot_id in enumerate(table["snapshot_id"]):
+        k = k_of.get(snapshot_id)
+        if k is None:
+            continue
+        row = row_of[table["bundle"][index]]
+        stats[k, row] = [table[column][index] for column in _RATE_COLUMNS]
+        seen[k, row] = True
+        owner_by_k[(k, row)] = table["broker"][index]
+        if k < first_k[row]:
+            first_k[row] = k
+            first_owner[row] = table["broker"][index]
+            topics[row] = max(int(table["topics"][index] or 1), 1)
+    # A bundle unseen in a snapshot keeps its last traffic when its broker was not read then (a partial snapshot).
+    last_owner: dict[int, str] = {}
+    for k, snapshot_id in enumerate(snapshots):
+        missing = history.missing.get(snapshot_id, frozenset())
+        if k and missing:
+            for row in np.flatnonzero(~seen[k]).tolist():
+                if last_owner.get(row) in missing:
+                    stats[k, row] = stats[k - 1, row]
+        for row in np.flatnonzero(seen[k]).tolist():
+            last_owner[row] = owner_by_k[(k, row)]
+    initial_owner = np.full(len(names), -1, dtype=int)
+    for row, broker in first_owner.items():
+        b = position.get(broker)
+        if first_k[row] == 0 and b is not None and join_at[b] == 0:
+            initial_owner[row] = b
+    first = stats[np.minimum(first_k, len(snapshots) - 1), np.arange(len(names))]
+    rate_in = first[:, 0]
+    fanout = np.divide(first[:, 1], rate_in, out=np.zeros(len(names)), where=rate_in > 0)
+    messages = first[:, 0] + first[:, 1]
+    size = np.divide(first[:, 2] + first[:, 3], messages, out=np.zeros(len(names)), where=messages > 0)
+    zeros = np.zeros(len(names))
+    bundles = Bundles(
+        names=tuple(names),
+        initial_owner=initial_owner,
+        rate_in=rate_in,
+        fanout=fanout,
+        message_size=size,
+        topics=topics,
+        diurnal=zeros,
+        diurnal_peak_minute=zeros,
+        growth_per_day=zeros,
+        noise=zeros,
+        spikes=(),
+    )
+    return bundles, stats
+
+
+def replay_config(history: RecordedHistory, overrides: Mapping[str, Any] | None = None) -> PulsarConfig:
+    """The configuration the cluster's plans are made with (`planner.plan.configuration`): the caller's settings (the
+    team's, the CLI's --set) over what the cluster declared at the latest snapshot over Pulsar's defaults."""
+    return plan_configuration(history.cluster, dict(overrides or {}), history.declarations).config
+
+
+def run_replay(
+    replayed: ReplayWorld,
+    policy: str | Policy,
+    config: PulsarConfig,
+    *,
+    seed: int = 1,
+    cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
+    target_spread: float = DEFAULT_TARGET_SPREAD,
+    ignore_cluster_policies: bool = False,
+) -> RunResult:
+    """One policy over a compiled history: deterministic for the history, the policy and the seed (placement draws)."""
+    parsed = parse_policy(policy) if isinstance(policy, str) else policy
+    simulation = Simulation(
+        replayed.world,
+        parsed,
+        config,
+        seed=seed,
+        minutes=replayed.minutes,
+        cadence_minutes=cadence_minutes,
+        target_spread=target_spread,
+        ignore_cluster_policies=ignore_cluster_policies,
+        traffic=replayed.traffic,
+    )
+    return simulation.run()
+
+
+def replay(
+    history: RecordedHistory,
+    policy: str | Policy,
+    *,
+    remove: Collection[str] = (),
+    overrides: Mapping[str, Any] | None = None,
+    seed: int = 1,
+    cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
+    target_spread: float = DEFAULT_TARGET_SPREAD,
+    interpolation: Interpolation = Interpolation.HOLD,
+) -> RunResult:
+    """What `policy` would have done on the recorded traffic, with the `remove`d brokers gone from the start (the
+    capacity question: "and without broker X?"). `p95_score` of the result says how hot the rest ran."""
+    replayed = build_replay_world(
+        history,
+        remove=remove,
+        interpolation=interpolation,
+        target_spread=target_spread,
+        cadence_minutes=cadence_minutes,
+    )
+    return run_replay(
+        replayed,
+        policy,
+        replay_config(history, overrides),
+        seed=seed,
+        cadence_minutes=cadence_minutes,
+        target_spread=target_spread,
+    )
+
+
+def p95_score(result: RunResult) -> float:
+    """The 95th percentile of every live broker's score over every minute of the run (points)."""
+    scores = result.scores[np.isfinite(result.scores)]
+    if not len(scores):
+        return math.nan
+    return float(np.percentile(scores, 95))
