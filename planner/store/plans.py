@@ -14,11 +14,11 @@ shaped like it (`PlanToCommit`), and a read gives its JSON as committed, for the
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import CursorResult, Select, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from planner.actions import ActionKind
@@ -139,11 +139,14 @@ def commit_plan(
                     f"{cluster_name}/{strategy}: another plan run stored the first state while this one ran"
                 ) from error
         else:
-            changed = session.execute(
-                update(StrategyState)
-                .where(StrategyState.id == state.id, StrategyState.version == expected_version)
-                .values(version=new_version, state=plan.state_after, updated_at=utc_now())
-                .execution_options(synchronize_session=False)
+            changed = cast(  # an UPDATE's result is a cursor's, with its row count
+                "CursorResult[Any]",
+                session.execute(
+                    update(StrategyState)
+                    .where(StrategyState.id == state.id, StrategyState.version == expected_version)
+                    .values(version=new_version, state=plan.state_after, updated_at=utc_now())
+                    .execution_options(synchronize_session=False)
+                ),
             ).rowcount
             if changed != 1:
                 raise StaleStateError(
@@ -480,28 +483,163 @@ def newest_plan(store: Store, cluster: str) -> NewestPlan | None:
 
 # --- measurements ---------------------------------------------------------------------------------------------
 
+MEASUREMENT_VERSION = 2  # the JSON shape of a measurement row; rows of version 1 hold score, msgRate, throughput only
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSample:
+    """One broker as a snapshot saw it: the score (weighted max usage, percent points, with default weights), msg/s
+    and bytes/s in + out, and where known the usage of each scored resource (percent), the traffic in and out, and
+    the report's own clock (epoch millis of its last update and of the broker's start). None: not recorded (rows of
+    measurements taken before these were kept)."""
+
+    score: float
+    msg_rate: float
+    throughput: float
+    cpu: float | None = None
+    bandwidth_in: float | None = None
+    bandwidth_out: float | None = None
+    direct_memory: float | None = None
+    msg_rate_in: float | None = None
+    msg_rate_out: float | None = None
+    throughput_in: float | None = None
+    throughput_out: float | None = None
+    last_update: int | None = None
+    start_timestamp: int | None = None
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {key: getattr(self, name) for name, key in _SAMPLE_KEYS.items()}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> BrokerSample:
+        values: dict[str, Any] = {}
+        for name, key in _SAMPLE_KEYS.items():
+            value = document.get(key)
+            integral = name in ("last_update", "start_timestamp")
+            values[name] = None if value is None else (int(value) if integral else float(value))
+        for required in ("score", "msg_rate", "throughput"):
+            values[required] = values[required] or 0.0
+        return cls(**values)
+
+
+_SAMPLE_KEYS = {
+    "score": "score",
+    "msg_rate": "msgRate",
+    "throughput": "throughput",
+    "cpu": "cpu",
+    "bandwidth_in": "bandwidthIn",
+    "bandwidth_out": "bandwidthOut",
+    "direct_memory": "directMemory",
+    "msg_rate_in": "msgRateIn",
+    "msg_rate_out": "msgRateOut",
+    "throughput_in": "throughputIn",
+    "throughput_out": "throughputOut",
+    "last_update": "lastUpdate",
+    "start_timestamp": "startTimestamp",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotLoad:
+    """What a plan's outcome needs of one snapshot: each broker's sample, the brokers it is missing (broker →
+    why), and the owner of each bundle asked about (the plan's moved bundles; absent: not owned by a reporting
+    broker). `moved` holds those bundles' traffic in that snapshot (in/out), to split a planned move's rate."""
+
+    snapshot_id: int
+    taken_at: datetime
+    brokers: dict[str, BrokerSample]
+    missing: dict[str, str] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+    moved: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot": self.snapshot_id,
+            "takenAt": as_utc(self.taken_at).isoformat(),
+            "brokers": {broker: sample.to_json() for broker, sample in sorted(self.brokers.items())},
+            "missing": dict(sorted(self.missing.items())),
+            "owners": dict(sorted(self.owners.items())),
+            "moved": {bundle: dict(traffic) for bundle, traffic in sorted(self.moved.items())},
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> SnapshotLoad:
+        return cls(
+            snapshot_id=int(document["snapshot"]),
+            taken_at=datetime.fromisoformat(str(document["takenAt"])),
+            brokers={broker: BrokerSample.from_json(sample) for broker, sample in document.get("brokers", {}).items()},
+            missing={str(broker): str(why) for broker, why in document.get("missing", {}).items()},
+            owners={str(bundle): str(owner) for bundle, owner in document.get("owners", {}).items()},
+            moved={
+                str(bundle): {str(key): float(value) for key, value in traffic.items()}
+                for bundle, traffic in document.get("moved", {}).items()
+            },
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """The load measured after a plan ran, per broker (score, msgRate, throughput)."""
+    """The load measured after a plan ran (`measured`), and, when recorded with it, the plan's own snapshot as it
+    was read at the same time (`planned`): an outcome is rebuilt from these and the plan alone."""
 
     snapshot_id: int
     measured_at: datetime
-    brokers: dict[str, dict[str, float]]
+    measured: SnapshotLoad
+    planned: SnapshotLoad | None = None
+
+    @property
+    def brokers(self) -> dict[str, dict[str, float]]:
+        """Per broker score, msgRate and throughput measured, as the plan page shows them."""
+        return {
+            broker: {"score": sample.score, "msgRate": sample.msg_rate, "throughput": sample.throughput}
+            for broker, sample in self.measured.brokers.items()
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The row's JSON document (`plan_measurements.brokers`)."""
+        document: dict[str, Any] = {"version": MEASUREMENT_VERSION, "measured": self.measured.to_json()}
+        if self.planned is not None:
+            document["planned"] = self.planned.to_json()
+        return document
+
+    @classmethod
+    def of(cls, row: PlanMeasurement) -> Measurement:
+        document = dict(row.brokers or {})
+        if document.get("version") == MEASUREMENT_VERSION:
+            planned = document.get("planned")
+            return cls(
+                row.snapshot_id,
+                as_utc(row.measured_at),
+                SnapshotLoad.from_json(document["measured"]),
+                SnapshotLoad.from_json(planned) if planned is not None else None,
+            )
+        # Version 1: the brokers' score, msgRate and throughput, keyed by broker, nothing else.
+        brokers = {broker: BrokerSample.from_json(values) for broker, values in document.items()}
+        measured_at = as_utc(row.measured_at)
+        return cls(row.snapshot_id, measured_at, SnapshotLoad(row.snapshot_id, measured_at, brokers))
 
 
 def record_measurement(
-    store: Store, plan_id: int, snapshot_id: int, brokers: Mapping[str, Mapping[str, float]], *, actor: str = "planner"
-) -> None:
-    """The load measured after a plan ran (per broker score, msgRate, throughput), beside its prediction."""
+    store: Store,
+    plan_id: int,
+    measured: SnapshotLoad,
+    *,
+    planned: SnapshotLoad | None = None,
+    actor: str = "planner",
+) -> Measurement:
+    """The load measured after a plan ran, beside its prediction, with the plan's own snapshot read the same way
+    (`planned`); a plan measured again gets another row, and the newest counts."""
     with store.session() as session:
         plan = session.get(Plan, plan_id)
         if plan is None:
             raise NotFoundError(f"unknown plan {plan_id}")
-        session.add(
-            PlanMeasurement(plan_id=plan_id, snapshot_id=snapshot_id, brokers={b: dict(v) for b, v in brokers.items()})
-        )
-        session.add(audit_event(plan.cluster.name, actor, "plan.measured", plan=plan_id, snapshot=snapshot_id))
+        row = PlanMeasurement(plan_id=plan_id, snapshot_id=measured.snapshot_id, brokers={})
+        row.measured_at = utc_now()
+        recorded = Measurement(measured.snapshot_id, row.measured_at, measured, planned)
+        row.brokers = recorded.to_json()
+        session.add(row)
+        session.add(audit_event(plan.cluster.name, actor, "plan.measured", plan=plan_id, snapshot=measured.snapshot_id))
+    return recorded
 
 
 def latest_measurement(store: Store, plan_id: int) -> Measurement | None:
@@ -509,7 +647,48 @@ def latest_measurement(store: Store, plan_id: int) -> Measurement | None:
         row = session.scalar(
             select(PlanMeasurement).where(PlanMeasurement.plan_id == plan_id).order_by(PlanMeasurement.id.desc())
         )
-        return Measurement(row.snapshot_id, row.measured_at, row.brokers) if row is not None else None
+        return Measurement.of(row) if row is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredPlan:
+    """An executed plan with its newest measurement: what an outcome is built from."""
+
+    record: PlanRecord
+    measurement: Measurement
+
+
+def measured_plans(
+    store: Store,
+    cluster: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 1000,
+) -> list[MeasuredPlan]:
+    """The cluster's plans that were measured after they ran, measured since `since` and up to `until`, oldest
+    measurement first (the newest `limit` of them), each with its newest measurement."""
+    newest = (
+        select(PlanMeasurement.plan_id, func.max(PlanMeasurement.id).label("measurement_id"))
+        .group_by(PlanMeasurement.plan_id)
+        .subquery()
+    )
+    query = (
+        select(Plan.id, PlanMeasurement)
+        .join(newest, newest.c.plan_id == Plan.id)
+        .join(PlanMeasurement, PlanMeasurement.id == newest.c.measurement_id)
+        .join(Cluster, Cluster.id == Plan.cluster_id)
+        .where(Cluster.name == cluster)
+        .order_by(PlanMeasurement.measured_at.desc(), PlanMeasurement.id.desc())
+        .limit(limit)
+    )
+    if since is not None:
+        query = query.where(PlanMeasurement.measured_at >= since)
+    if until is not None:
+        query = query.where(PlanMeasurement.measured_at <= until)
+    with store.session() as session:
+        rows = [(plan_id, Measurement.of(row)) for plan_id, row in session.execute(query)]
+    return [MeasuredPlan(plan_record(store, plan_id), measurement) for plan_id, measurement in reversed(rows)]
 
 
 def recently_unloaded_brokers(
@@ -534,4 +713,4 @@ def recently_unloaded_brokers(
             )
             .group_by(PlanAction.source)
         ).all()
-    return {source: int(as_utc(finished).timestamp() * 1000) for source, finished in rows}
+    return {source: int(as_utc(finished).timestamp() * 1000) for source, finished in rows if finished is not None}

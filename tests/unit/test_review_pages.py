@@ -24,7 +24,7 @@ from planner.samples.dataset import write_snapshot_samples
 from planner.store.approvals import record_decision
 from planner.store.database import Store
 from planner.store.models import ActionExecution, Cluster, Plan, Snapshot
-from planner.store.plans import commit_plan, record_measurement
+from planner.store.plans import BrokerSample, SnapshotLoad, commit_plan, record_measurement
 from tests.builders import broker
 
 TOKEN = "reviewer-token"
@@ -101,7 +101,10 @@ def filled(tmp_path):
             taken_at,
             {"hot:8080": broker(cpu=(cpu, 100), rate_in=500), "cold:8080": broker(cpu=(100 - cpu, 100), rate_in=100)},
         )
-    record_measurement(store, executed, snapshots[-1][0], {"hot:8080": {"score": 55.0, "msgRate": 300.0}})
+    measured = SnapshotLoad(
+        snapshots[-1][0], now, {"hot:8080": BrokerSample(score=55.0, msg_rate=300.0, throughput=0.0)}
+    )
+    record_measurement(store, executed, measured)
     parent = FastAPI()
     parent.mount(URL_PREFIX, create_app(lambda: store, lambda: home, [Depends(require_token)], clusters_of_the_caller))
     client = TestClient(parent, headers={"Authorization": f"Bearer {TOKEN}"})
