@@ -56,6 +56,7 @@ def command_simulate(args: argparse.Namespace) -> None:
             target_spread=args.target,
             overrides=overrides,
             cluster_policies=mode,
+            calibration=args.calibration == "on",
         )
         for scenario in scenarios
     ]
@@ -70,6 +71,7 @@ def command_simulate(args: argparse.Namespace) -> None:
         words += [f"--seed {args.seed}"] if args.seed != 1 else []
         words += [f"--set {setting}" for setting in args.settings]
         words += [f"--cluster-policies {mode}"] if mode is not ClusterPolicyMode.OBEY else []
+        words += ["--calibration on"] if args.calibration == "on" else []
         words += [f"--markdown {args.markdown}"]
         maintenance = ""
         if args.all:
@@ -79,6 +81,9 @@ def command_simulate(args: argparse.Namespace) -> None:
             maintenance = report.maintenance_markdown(
                 compare_drain(drain, seed=args.seed), compare_fill(fill, seed=args.seed), DEFAULT_PACE
             )
+            from planner.simulator.calibration_report import calibration_markdown, compare_calibration
+
+            maintenance += "\n" + calibration_markdown(compare_calibration(seed=args.seed))
         report.write_evaluation(comparisons, args.markdown, " ".join(words), maintenance)
     if args.format == "json":
         documents = [report.to_json(comparison) for comparison in comparisons]
@@ -145,6 +150,13 @@ def add_commands(commands: Commands) -> None:
         default="obey",
         help="this product's plans obey a scenario's [policies] (isolation, anti-affinity, failure domains), ignore "
         "them, or both side by side; Pulsar's own shedders obey them always (default obey)",
+    )
+    simulate.add_argument(
+        "--calibration",
+        choices=["off", "on"],
+        default="off",
+        help="this product's plans calibrate their usage models on their own executed plans' outcomes, or not "
+        "(default off; --all --markdown shows the noisy scenarios both ways)",
     )
     simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")

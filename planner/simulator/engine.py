@@ -42,12 +42,20 @@ from planner.plan.placement.registry import PLACEMENT_STRATEGIES, placement_stra
 from planner.plan.placement.strategy import PlacementSession, PlacementStrategy
 from planner.plan.planning import make_plan
 from planner.plan.shedding.registry import MODULAR_STRATEGIES, SheddingStrategy, shedding_strategy
-from planner.plan.usage_model import RESOURCES, BrokerHistory, UsageModels, fit_usage_models
+from planner.plan.usage_model import (
+    RESOURCES,
+    BrokerHistory,
+    UsageModels,
+    fit_usage_models,
+    resolved_models,
+)
+from planner.plan.usage_model import Traffic as BrokerTraffic
 from planner.pulsar.broker_score import broker_usage
 from planner.pulsar.config import MIB, PulsarConfig
 from planner.pulsar.java_numbers import percent_usage
 from planner.pulsar.model import LoadData, LocalBrokerData
 from planner.pulsar.policies import destination_refusal
+from planner.simulator.calibrating import BrokerState, CalibrationLoop
 from planner.simulator.leader import BundleAverages, BundleDataView, full_report, unload_refusal, usage_report
 from planner.simulator.metrics import Metrics, MoveRecord, RoundRecord, compute_metrics
 from planner.simulator.move_bound import fewest_moves_lower_bound
@@ -256,6 +264,7 @@ class Simulation:
         target_spread: float,
         ignore_cluster_policies: bool = False,
         traffic: MinuteSource | None = None,
+        calibration: bool = False,
     ) -> None:
         self.world = world
         self.policy = policy
@@ -300,6 +309,9 @@ class Simulation:
         self.plans: list[PlanRecord] = []
         self.empty_plans = self.balanced_plans = 0  # offline runs that planned nothing; found it balanced
         self.history: dict[str, list[list[float]]] = {}
+        # Offline plans learn from their own executed plans when calibrating (`planner.plan.calibration`).
+        self.calibration = CalibrationLoop(calibration and policy.offline)
+        self.cpu_noise = np.random.default_rng([seed, 0xC0DE])
         # Live scores, and every bundle's owner and points, just before the first round that moved bundles.
         self._first_round_before: tuple[dict[str, float], dict[str, tuple[str, float]]] | None = None
         self._last_traffic: Minute | None = None
@@ -421,7 +433,14 @@ class Simulation:
         throughput = stats[owned, 2] + stats[owned, 3]
         cost = messages * brokers.cpu_per_msg[owner] + throughput / MIB * brokers.cpu_per_mib[owner]
         count = len(self.ids)
-        cpu = (np.bincount(owner, weights=cost, minlength=count) + brokers.background * brokers.cores).tolist()
+        factors = brokers.cost_factors((now_millis - EPOCH_MILLIS) // MINUTE_MILLIS)
+        if factors is not None:
+            cost = cost * factors[owner]
+        cpu_points = np.bincount(owner, weights=cost, minlength=count) + brokers.background * brokers.cores
+        if brokers.cpu_noise is not None:
+            noise = self.cpu_noise.normal(0.0, 1.0, count) * brokers.cpu_noise * brokers.cores
+            cpu_points = np.maximum(0.0, cpu_points + noise)
+        cpu = cpu_points.tolist()
         bandwidth_in = (np.bincount(owner, weights=stats[owned, 2], minlength=count) * KBIT_PER_BYTE).tolist()
         bandwidth_out = (np.bincount(owner, weights=stats[owned, 3], minlength=count) * KBIT_PER_BYTE).tolist()
         order = np.argsort(self.owner, kind="stable")
@@ -531,16 +550,28 @@ class Simulation:
             },
         )
 
-    def _prediction_error(self) -> float | None:
-        """The largest |measured - predicted| score the minute after an executed plan, over all plans."""
+    def _plan_errors(self) -> tuple[float, ...]:
+        """Per executed plan, the largest |measured - predicted| score over its brokers the minute after it."""
         column = {broker_id: b for b, broker_id in enumerate(self.ids)}
-        errors = [
-            abs(float(self.scores[plan.minute + 1, column[broker_id]]) - predicted)
-            for plan in self.plans
-            for broker_id, predicted in plan.predicted_scores.items()
-            if not np.isnan(self.scores[plan.minute + 1, column[broker_id]])
-        ]
-        return max(errors) if errors else None
+        errors = []
+        for plan in self.plans:
+            gaps = [
+                abs(float(self.scores[plan.minute + 1, column[broker_id]]) - predicted)
+                for broker_id, predicted in plan.predicted_scores.items()
+                if not np.isnan(self.scores[plan.minute + 1, column[broker_id]])
+            ]
+            if gaps:
+                errors.append(max(gaps))
+        return tuple(errors)
+
+    def _states(self, live: Mapping[int, _Live]) -> dict[str, BrokerState]:
+        """Every live broker's usage percent per resource and traffic, as a plan's outcome measures them."""
+        states = {}
+        for b, entry in sorted(live.items()):
+            report = entry.usage_report
+            usage = (percent_usage(report.cpu), percent_usage(report.bandwidth_in), percent_usage(report.bandwidth_out))
+            states[self.ids[b]] = BrokerState(dict(zip(RESOURCES, usage, strict=True)), BrokerTraffic(*entry.totals))
+        return states
 
     def _first_round_lower_bound(self) -> int | None:
         """The fewest moves that reach the spread the first round's own moves give on the load of that minute.
@@ -576,6 +607,9 @@ class Simulation:
         self._last_traffic = traffic
         live = self._live(traffic, now_millis)
         self._record(minute, live)
+        if self.calibration.enabled:
+            changed = any(event.minute == minute for event in self.world.events)
+            self.calibration.measured(minute, self._states(live), brokers_changed=changed)
         spiking_owners = self.owner[traffic.spiking & (self.owner >= 0)]
         self.last_spike[np.unique(spiking_owners)] = minute
         self._write_reports(live, minute)
@@ -609,7 +643,7 @@ class Simulation:
             threshold=float(self.config.broker_threshold_shedder_percentage),
             broker_ids=self.ids,
             moves_lower_bound=self._first_round_lower_bound(),
-            prediction_error=self._prediction_error(),
+            plan_errors=self._plan_errors(),
             empty_plans=self.empty_plans if self.policy.offline else None,
             balanced_plans=self.balanced_plans if self.policy.offline else None,
             policy_violations=self.policy_violations(),
@@ -681,16 +715,17 @@ class Simulation:
 
     def _offline_plan(self, minute: int, now_millis: int, live: Mapping[int, _Live]) -> None:
         """This product's scheduled run: collect reports, plan, approve, execute the unloads."""
+        snapshot, fitted = self._snapshot(live), self._usage_models()
         plan = make_plan(
             "simulated",
-            self._snapshot(live),
+            snapshot,
             self.plan_config,
             self.policy.strategy.name,
             self.offline_state,
             now_millis=now_millis,
             include_splits=False,
             seed=self.seed * 100_003 + minute,
-            usage_models=self._usage_models(),
+            usage_models=self.calibration.models(fitted, snapshot),
             policies=self.plan_policies,
         )
         self.offline_state = plan.state_after
@@ -719,6 +754,9 @@ class Simulation:
             destinations.append(action.destination)
         if sources:
             self.rounds.append(RoundRecord(minute, tuple(sources), tuple(destinations)))
+            if self.calibration.enabled:
+                resolved = UsageModels(brokers=resolved_models(snapshot, fitted))
+                self.calibration.executed(minute, resolved, self._states(live))
             self.plans.append(
                 PlanRecord(
                     minute=minute,
@@ -778,6 +816,7 @@ def simulate(
     target_spread: float | None = None,
     overrides: Mapping[str, Any] | None = None,
     ignore_cluster_policies: bool = False,
+    calibration: bool = False,
 ) -> RunResult:
     """Run one policy on one scenario; deterministic for a seed. `ignore_cluster_policies`: this product plans and
     executes as if the cluster declared no policies (Pulsar's leader still obeys them)."""
@@ -795,5 +834,6 @@ def simulate(
         cadence_minutes=cadence_minutes or scenario.offline_cadence_minutes,
         target_spread=target_spread or scenario.target_spread,
         ignore_cluster_policies=ignore_cluster_policies,
+        calibration=calibration,
     )
     return simulation.run()

@@ -65,15 +65,24 @@ class Metrics:
     spread_after_first_plan: float | None = None
     moves_first_plan: int | None = None
     moves_lower_bound: int | None = None
-    # Offline plans: the largest gap between a broker's predicted score after a plan and its measured score
-    # the minute after the plan was executed, over all executed plans.
-    prediction_error: float | None = None
+    # Offline plans: per executed plan, the largest gap between a broker's predicted score after it and its
+    # measured score the minute after it was executed, in the order they ran.
+    plan_errors: tuple[float, ...] = ()
     # Offline policies: the scheduled runs whose plan was empty, and those of them where the strategy found the
     # cluster within its thresholds (the others wait for a gap's consecutive hits).
     empty_plans: int | None = None
     balanced_plans: int | None = None
     # Scenarios that declare cluster policies only (`planner.simulator.violations`).
     policy_violations: PolicyViolations | None = None
+
+    @property
+    def prediction_error(self) -> float | None:
+        """The largest per-plan error, over all executed plans."""
+        return max(self.plan_errors) if self.plan_errors else None
+
+    def prediction_error_percentile(self, percent: float) -> float | None:
+        """The per-plan errors' percentile (linear between the plans' errors), None without executed plans."""
+        return float(np.percentile(self.plan_errors, percent)) if self.plan_errors else None
 
     def to_json(self) -> dict[str, Any]:
         document = {
@@ -93,7 +102,10 @@ class Metrics:
             ),
             "movesFirstPlan": self.moves_first_plan,
             "movesLowerBound": self.moves_lower_bound,
-            "predictionError": round(self.prediction_error, 2) if self.prediction_error is not None else None,
+            "predictionError": _rounded(self.prediction_error),
+            "predictionErrorP50": _rounded(self.prediction_error_percentile(50)),
+            "predictionErrorP90": _rounded(self.prediction_error_percentile(90)),
+            "planErrors": [round(error, 2) for error in self.plan_errors],
             "emptyPlans": self.empty_plans,
             "balancedPlans": self.balanced_plans,
         }
@@ -104,6 +116,10 @@ class Metrics:
             document["forbiddenMoves"] = violations.forbidden_moves
             document["refusedMoves"] = violations.refused_moves
         return document
+
+
+def _rounded(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None
 
 
 def spreads(scores: np.ndarray) -> np.ndarray:
@@ -125,7 +141,7 @@ def compute_metrics(
     threshold: float,
     broker_ids: Sequence[str],
     moves_lower_bound: int | None = None,
-    prediction_error: float | None = None,
+    plan_errors: Sequence[float] = (),
     empty_plans: int | None = None,
     balanced_plans: int | None = None,
     policy_violations: PolicyViolations | None = None,
@@ -174,7 +190,7 @@ def compute_metrics(
         spread_after_first_plan=float(spread[min(first.minute + 1, len(spread) - 1)]) if first else None,
         moves_first_plan=len(first.sources) if first else None,
         moves_lower_bound=moves_lower_bound,
-        prediction_error=prediction_error,
+        plan_errors=tuple(plan_errors),
         empty_plans=empty_plans,
         balanced_plans=balanced_plans,
         policy_violations=policy_violations,

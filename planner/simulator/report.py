@@ -42,6 +42,7 @@ def compare(
     target_spread: float | None = None,
     overrides: dict[str, Any] | None = None,
     cluster_policies: ClusterPolicyMode = ClusterPolicyMode.OBEY,
+    calibration: bool = False,
 ) -> Comparison:
     """`cluster_policies`: whether this product's plans obey the scenario's cluster policies, ignore them, or both;
     Pulsar's in-broker shedders obey them always, so they run once."""
@@ -55,6 +56,7 @@ def compare(
             target_spread=target_spread,
             overrides=overrides,
             ignore_cluster_policies=ignored,
+            calibration=calibration,
         )
         for parsed in map(parse_policy, policies)
         for ignored in (ignoring_policies(cluster_policies, scenario) if parsed.offline else (False,))

@@ -66,8 +66,19 @@ class BrokerGroup(_Spec):
     nic_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     # Score points used with no traffic at all (GC, replication, other tenants of the host).
     background: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = 2.0
+    # Per-minute normal noise on the CPU the broker reports, in score points (GC pauses, neighbours' bursts).
+    cpu_noise: Annotated[float, Field(ge=0, le=50, allow_inf_nan=False)] = 0.0
+    cost_change: CostChange | None = None
     join_at: Annotated[int, Field(ge=0)] = 0
     port: Annotated[int, Field(ge=1, le=65535)] = 8080
+
+
+class CostChange(_Spec):
+    """From minute `at` on, the broker's traffic costs `factor` times what its hardware's did (a noisy neighbour,
+    a throttled host, a degraded disk): the history its usage model was fitted on no longer holds."""
+
+    at: Annotated[int, Field(ge=0)]
+    factor: Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 class Spike(_Spec):
@@ -330,6 +341,15 @@ class Brokers:
     nic_gbps: np.ndarray
     background: np.ndarray
     join_at: np.ndarray
+    cpu_noise: np.ndarray | None = None  # score points; None: no broker has any
+    cost_change_at: np.ndarray | None = None  # minute from which `cost_factor` applies; None: no broker changes
+    cost_factor: np.ndarray | None = None
+
+    def cost_factors(self, minute: int) -> np.ndarray | None:
+        """Per broker, the factor on its hardware's traffic costs at `minute` (None: 1 for every broker)."""
+        if self.cost_change_at is None or self.cost_factor is None:
+            return None
+        return np.where(minute >= self.cost_change_at, self.cost_factor, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +436,7 @@ def build_world(scenario: Scenario, seed: int, minutes: int | None = None, *, so
         nic_gbps=np.array([hardware[b].nic_gbps for b in ids], dtype=float),
         background=np.array([hardware[b].background for b in ids], dtype=float),
         join_at=np.array([hardware[b].join_at for b in ids], dtype=int),
+        **_host_conditions([hardware[b] for b in ids]),
     )
 
     per_namespace: dict[str, int] = {}
@@ -499,6 +520,19 @@ def build_world(scenario: Scenario, seed: int, minutes: int | None = None, *, so
     if scenario.policies is not None:
         policies = _cluster_policies(scenario.policies, where, ids, per_namespace, resolve)
     return World(scenario, brokers, bundles, events, policies)
+
+
+def _host_conditions(groups: list[BrokerGroup]) -> dict[str, np.ndarray]:
+    """The per-broker CPU noise and cost changes, only when a broker has any: runs without them draw nothing."""
+    conditions = {}
+    if any(group.cpu_noise > 0 for group in groups):
+        conditions["cpu_noise"] = np.array([group.cpu_noise for group in groups], dtype=float)
+    if any(group.cost_change is not None for group in groups):
+        never = np.iinfo(np.int64).max
+        changes = [group.cost_change for group in groups]
+        conditions["cost_change_at"] = np.array([never if c is None else c.at for c in changes], dtype=np.int64)
+        conditions["cost_factor"] = np.array([1.0 if c is None else c.factor for c in changes], dtype=float)
+    return conditions
 
 
 def _key(name: str) -> str:
