@@ -141,7 +141,7 @@ class RemovalOption:
     broker: str
     p95: float  # the p95 score of the others, its bundles placed on them
     meets_target: bool
-    one_down_p95: float | None  # then the worst single one of the others down too
+    one_down_p95: float | None  # then the worst single one of the others down too (told of the advised one only)
     bundles: int  # what a drain moves: its bundles in the latest snapshot
     msg_rate: float
     throughput: float
@@ -394,25 +394,46 @@ def _weights(weights: ResourceWeights) -> tuple[np.ndarray, float]:
     return np.array([weights.cpu, weights.bandwidth_in, weights.bandwidth_out]), weights.direct_memory
 
 
-def busiest_score(fleet: _Fleet, traffic: np.ndarray, weights: ResourceWeights) -> float:
-    """The busiest broker's score (percent) after placing the bundles largest first, each where the score it
-    leaves is lowest."""
+# Moments are placed together, bundle rank by bundle rank; a chunk holds at most this many (moment, bundle) cells.
+_CHUNK_CELLS = 1 << 20
+
+
+def busiest_scores(fleet: _Fleet, traffic: Sequence[np.ndarray], weights: ResourceWeights) -> np.ndarray:
+    """Per moment (its bundles' traffic, one row each), the busiest broker's score (percent) after placing the
+    bundles largest first, each on the broker whose score it leaves lowest.
+
+    The moments are independent, so they are placed side by side: one step per bundle rank, over every moment at
+    once (a moment with fewer bundles places empty ones, which change nothing)."""
     resource_weights, direct_weight = _weights(weights)
-    floor = fleet.direct * direct_weight
-    usage = np.maximum(fleet.intercept, 0.0).astype(float)
-    if len(traffic):
-        messages, volume = _drivers(traffic)
-        # (bundles, brokers, resources): what each bundle costs on each broker
-        costs = messages[:, None, :] * fleet.per_msg[None, :, :] + volume[:, None, :] * fleet.per_byte[None, :, :]
-        costs = np.maximum(costs, 0.0)
-        size = (costs.mean(axis=1) * resource_weights).max(axis=1)
-        for row in np.argsort(-size, kind="stable").tolist():
-            candidate = usage + costs[row]
-            scores = np.maximum((candidate * resource_weights).max(axis=1), floor)
-            chosen = int(np.argmin(scores))
-            usage[chosen] = candidate[chosen]
-    scores = np.maximum((np.maximum(usage, 0.0) * resource_weights).max(axis=1), floor)
-    return float(scores.max())
+    floor = fleet.direct * direct_weight  # (brokers,)
+    mean_msg, mean_byte = fleet.per_msg.mean(axis=0), fleet.per_byte.mean(axis=0)
+    busiest = np.empty(len(traffic))
+    widest = max((len(rows) for rows in traffic), default=0)
+    step = max(1, _CHUNK_CELLS // max(widest, 1))
+    for start in range(0, len(traffic), step):
+        chunk = traffic[start : start + step]
+        padded = np.zeros((len(chunk), widest, 4))
+        for index, rows in enumerate(chunk):
+            padded[index, : len(rows)] = rows
+        messages, volume = _drivers(padded.reshape(-1, 4))
+        messages = messages.reshape(len(chunk), widest, 3)
+        volume = volume.reshape(len(chunk), widest, 3)
+        # Largest first, by what a bundle costs on the fleet's mean broker (its weighted largest resource).
+        size = ((messages * mean_msg + volume * mean_byte) * resource_weights).max(axis=2)
+        order = np.argsort(-size, axis=1, kind="stable")
+        messages = np.take_along_axis(messages, order[:, :, None], axis=1)
+        volume = np.take_along_axis(volume, order[:, :, None], axis=1)
+        usage = np.repeat(np.maximum(fleet.intercept, 0.0)[None, :, :], len(chunk), axis=0)  # (moments, brokers, 3)
+        moments = np.arange(len(chunk))
+        for rank in range(widest):
+            cost = messages[:, rank, None, :] * fleet.per_msg[None] + volume[:, rank, None, :] * fleet.per_byte[None]
+            candidate = usage + np.maximum(cost, 0.0)
+            scores = np.maximum((candidate * resource_weights).max(axis=2), floor)
+            chosen = np.argmin(scores, axis=1)
+            usage[moments, chosen] = candidate[moments, chosen]
+        scores = np.maximum((usage * resource_weights).max(axis=2), floor)
+        busiest[start : start + len(chunk)] = scores.max(axis=1)
+    return busiest
 
 
 def _p95(values: Sequence[float]) -> float:
@@ -435,9 +456,8 @@ class _Scorer:
                 self._cache[key] = [math.inf for _ in self.inputs.moments]
             else:
                 fleet = _fleet(chosen)
-                self._cache[key] = [
-                    busiest_score(fleet, moment.traffic, self.weights) for moment in self.inputs.moments
-                ]
+                traffic = [moment.traffic for moment in self.inputs.moments]
+                self._cache[key] = busiest_scores(fleet, traffic, self.weights).tolist()
         return self._cache[key]
 
     def brokers(self, brokers: Sequence[str]) -> list[float]:
@@ -597,11 +617,6 @@ def _removal_options(inputs: CapacityInputs, scorer: _Scorer, target: float) -> 
     for broker in inputs.current:
         others = [name for name in inputs.current if name != broker]
         p95 = _p95(scorer.brokers(others)) if others else math.inf
-        one_down = (
-            max(_p95(scorer.brokers([name for name in others if name != down])) for down in others)
-            if len(others) > 1
-            else None
-        )
         traffic = inputs.latest.get(broker, Traffic())
         messages = traffic.msg_rate_in + traffic.msg_rate_out
         volume = traffic.throughput_in + traffic.throughput_out
@@ -613,14 +628,21 @@ def _removal_options(inputs: CapacityInputs, scorer: _Scorer, target: float) -> 
                 broker=broker,
                 p95=p95,
                 meets_target=p95 <= target,
-                one_down_p95=one_down,
+                one_down_p95=None,
                 bundles=inputs.latest_bundles.get(broker, 0),
                 msg_rate=messages,
                 throughput=volume,
                 share=share,
             )
         )
-    return tuple(sorted(options, key=lambda o: (not o.meets_target, o.share, o.bundles, o.p95, o.broker)))
+    ranked = sorted(options, key=lambda o: (not o.meets_target, o.share, o.bundles, o.p95, o.broker))
+    if ranked and ranked[0].meets_target and len(inputs.current) > 2:
+        # Only the advised removal's own N+1 is told: each one costs as many placements as brokers remain.
+        advised = ranked[0]
+        others = [name for name in inputs.current if name != advised.broker]
+        one_down = max(_p95(scorer.brokers([name for name in others if name != down])) for down in others)
+        ranked[0] = replace(advised, one_down_p95=one_down)
+    return tuple(ranked)
 
 
 def advise_capacity(
