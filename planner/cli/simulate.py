@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from planner.arguments import COUNT, SEED, SPREAD_POINTS
+from planner.cli import replay
 from planner.cli.common import Commands, add_config_options, print_json
 from planner.errors import InputError
 from planner.pulsar.config import PulsarConfig
@@ -16,18 +17,20 @@ if TYPE_CHECKING:
     from planner.simulator.scenario import Scenario
 
 
-def command_simulate(args: argparse.Namespace) -> None:
+def command_simulate(args: argparse.Namespace) -> int | None:
     # Imported here: numpy and the simulator load only for this command.
     from planner.pulsar.config import parse_assignments, read_properties
     from planner.simulator import report
     from planner.simulator.engine import DEFAULT_POLICIES, ClusterPolicyMode, parse_policy
     from planner.simulator.scenario import builtin_scenarios, load_scenario
 
+    if args.replay:
+        return replay.command_replay(args)
     if args.maintenance:
         _simulate_maintenance(args)
-        return
+        return None
     if bool(args.all) == bool(args.scenario):
-        raise InputError("simulate needs either --scenario NAME or --all")
+        raise InputError("simulate needs either --scenario NAME, --all or --replay CLUSTER")
     if args.all and args.plot:
         raise InputError("--plot draws one scenario; with --all use --markdown FILE (plots go beside it)")
     if args.target is not None and not args.target > 0:
@@ -160,5 +163,6 @@ def add_commands(commands: Commands) -> None:
     )
     simulate.add_argument("--plot", type=Path, metavar="FILE", help="write a PNG of broker scores per policy")
     simulate.add_argument("--markdown", type=Path, metavar="FILE", help="write a report with plots in FILE's stem dir")
+    replay.add_replay_options(simulate)
     add_config_options(simulate)
     simulate.set_defaults(handler=command_simulate)

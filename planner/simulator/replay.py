@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from planner.audit.replays import LiveConsistency, PolicyOutcome, StoredReplay
 from planner.errors import InputError
 from planner.plan.configuration import plan_configuration
 from planner.plan.usage_model import ResourceFit, UsageModels, fit_usage_models, histories_from_columns
 from planner.pulsar.config import MIB, PulsarConfig
 from planner.pulsar.declarations import ClusterDeclarations, ClusterPolicies
-from planner.simulator.engine import Policy, RunResult, Simulation, parse_policy
+from planner.simulator.engine import OFFLINE_PREFIX, Policy, RunResult, Simulation, parse_policy
+from planner.simulator.report import Comparison
 from planner.simulator.scenario import BrokerEvent, Brokers, Bundles, Scenario, World
 from planner.simulator.traffic import Minute
 
@@ -396,3 +398,81 @@ def p95_score(result: RunResult) -> float:
     if not len(scores):
         return math.nan
     return float(np.percentile(scores, 95))
+
+
+# What a replay cannot reproduce, said with every stored result.
+NOT_REPRODUCED = (
+    "ownership after the first snapshot: the moves are each strategy's own, not those that happened",
+    "memory and direct memory: the score follows CPU and NIC, which follow traffic",
+    "traffic between two snapshots: held from the last one, or a straight line to the next",
+    "bundles first recorded after the first snapshot (split children, new namespaces): idle until then",
+)
+
+
+def compare_replay(
+    history: RecordedHistory,
+    policies: Sequence[str],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    seed: int = 1,
+    cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
+    target_spread: float = DEFAULT_TARGET_SPREAD,
+    interpolation: Interpolation = Interpolation.HOLD,
+) -> tuple[Comparison, ReplayWorld]:
+    """Every policy on the same compiled history, as the evaluation compares them on a scenario."""
+    replayed = build_replay_world(
+        history, interpolation=interpolation, target_spread=target_spread, cadence_minutes=cadence_minutes
+    )
+    config = replay_config(history, overrides)
+    runs = tuple(
+        run_replay(replayed, policy, config, seed=seed, cadence_minutes=cadence_minutes, target_spread=target_spread)
+        for policy in policies
+    )
+    comparison = Comparison(replayed.world.scenario, seed, replayed.minutes, target_spread, runs)
+    return comparison, replayed
+
+
+def hourly_max(result: RunResult) -> tuple[float | None, ...]:
+    """The hottest live broker's score in each hour of the run (None: no broker up in that hour)."""
+    hours = []
+    for first in range(0, len(result.scores), 60):
+        block = result.scores[first : first + 60]
+        live = block[np.isfinite(block)]
+        hours.append(round(float(live.max()), 2) if len(live) else None)
+    return tuple(hours)
+
+
+def policy_outcome(result: RunResult) -> PolicyOutcome:
+    metrics = result.metrics
+    return PolicyOutcome(
+        policy=result.policy,
+        offline=result.policy.startswith(OFFLINE_PREFIX),
+        moves=metrics.moves,
+        disconnections=metrics.disconnections,
+        rounds=len(result.rounds),
+        minutes_to_balance=metrics.minutes_to_balance,
+        peak_score=round(metrics.peak_score, 2),
+        p95_score=round(p95_score(result), 2),
+        final_spread=round(metrics.final_spread, 2),
+        prediction_error=None if metrics.prediction_error is None else round(metrics.prediction_error, 2),
+        hourly_max=hourly_max(result),
+    )
+
+
+def stored_replay(
+    history: RecordedHistory, comparison: Comparison, made_at: datetime, live: LiveConsistency | None = None
+) -> StoredReplay:
+    """The result as the review's replay page reads it."""
+    return StoredReplay(
+        cluster=history.cluster,
+        start=history.start,
+        end=history.end,
+        made_at=made_at,
+        minutes=comparison.minutes,
+        snapshots=len(history.snapshot_ids),
+        brokers=comparison.runs[0].brokers if comparison.runs else (),
+        target_spread=comparison.target_spread,
+        not_reproduced=NOT_REPRODUCED,
+        outcomes=tuple(policy_outcome(run) for run in comparison.runs),
+        live=live,
+    )

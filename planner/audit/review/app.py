@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from planner.audit.review.charts import history_chart, plan_chart
+from planner.audit.review.replay_view import register_replay_pages
 from planner.audit.review.views import PlanView, cluster_history, drain_progress, page_json, read_plan_view
 from planner.dag_ids import cluster_of_dag
 from planner.errors import InputError, NotFoundError
@@ -254,4 +255,5 @@ def create_app(
         base = str(request.scope.get("root_path", "")).rstrip("/")
         return RedirectResponse(f"{base}/plans/{plan_id}", status_code=303)
 
+    register_replay_pages(app, home, readable_dependency, visible, render)
     return app
