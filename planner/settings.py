@@ -536,6 +536,13 @@ class PlannerSettings(BaseSettings):
     approval_timeout: Seconds = Field(
         timedelta(hours=4), description="Seconds the approval gate waits; then it rejects the plan."
     )
+    capacity_target: float = Field(
+        80.0,
+        ge=1,
+        le=1000,
+        description="The p95 broker score the capacity advice keeps the cluster under with one broker down "
+        "(`pulsar-rebalance capacity`, the review's capacity page); `--target` and `?target=` override it.",
+    )
     approvers: Annotated[tuple[Approver, ...], NoDecode] = Field(
         (),
         description="Comma-separated `ID[:Name]` of the people who may decide: Airflow user ids answer the gate, "

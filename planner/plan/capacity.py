@@ -150,9 +150,9 @@ class RemovalOption:
     def to_json(self) -> dict[str, Any]:
         return {
             "broker": self.broker,
-            "p95": round(self.p95, 2),
+            "p95": _points(self.p95),
             "meetsTarget": self.meets_target,
-            "oneDownP95": None if self.one_down_p95 is None else round(self.one_down_p95, 2),
+            "oneDownP95": _points(self.one_down_p95),
             "bundles": self.bundles,
             "msgRate": round(self.msg_rate, 3),
             "throughput": round(self.throughput, 3),
@@ -232,8 +232,8 @@ class CapacityAdvice:
             "kinds": [kind.to_json() for kind in self.kinds],
             "kindTolerance": self.tolerance,
             "counts": [count.to_json() for count in self.counts],
-            "p95": round(self.p95, 2),
-            "oneDownP95": None if self.one_down_p95 is None else round(self.one_down_p95, 2),
+            "p95": _points(self.p95),
+            "oneDownP95": _points(self.one_down_p95),
             "worstDown": self.worst_down,
             "removal": None if removal is None else removal.to_json(),
             "drainCommand": self.drain_command(),
@@ -241,6 +241,11 @@ class CapacityAdvice:
             "headroom": self.trend.to_json(self.target),
             "explanation": list(self.explanation),
         }
+
+
+def _points(value: float | None) -> float | None:
+    """A score for JSON: None where there is none (no broker left to serve the traffic)."""
+    return None if value is None or not math.isfinite(value) else round(value, 2)
 
 
 # --- inputs -------------------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def recorded(
     growth: float = 0.0,
     owners: Mapping[int, str] | None = None,
     seed: int = 7,
+    start: datetime = START,
 ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
     """A window of the samples tables: each bundle's msg/s in (as much out) varying around `rate` (times
     1 + growth per day), each broker's CPU usage its background plus its cost of what it owns."""
@@ -60,7 +61,7 @@ def recorded(
     for day in range(days):
         for step in range(per_day):
             snapshot += 1
-            taken_at = START + timedelta(days=day, minutes=step * (24 * 60 // per_day))
+            taken_at = start + timedelta(days=day, minutes=step * (24 * 60 // per_day))
             wave = 1.0 + 0.3 * math.sin(2 * math.pi * step / per_day)
             totals = {name: [0.0, 0.0, 0.0, 0.0, 0] for name in names}
             for index in range(bundles):

@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from planner.audit.review.capacity_view import register_capacity_pages
 from planner.audit.review.charts import history_chart, plan_chart
 from planner.audit.review.replay_view import register_replay_pages
 from planner.audit.review.views import PlanView, cluster_history, drain_progress, page_json, read_plan_view
@@ -256,4 +257,5 @@ def create_app(
         return RedirectResponse(f"{base}/plans/{plan_id}", status_code=303)
 
     register_replay_pages(app, home, readable_dependency, visible, render)
+    register_capacity_pages(app, open_store, home, readable_dependency, visible, render)
     return app
