@@ -48,6 +48,7 @@ from planner.settings import ExecutorSettings, PlannerSettings, planner_settings
 # The whole DAG file a deployment needs (dags/pulsar_rebalance.py is exactly this).
 DAG_FILE = "from planner.airflow.dags import *  # noqa: F403 - the pulsar-rebalance DAGs (planner/airflow/dags.py)\n"
 COLLECT_DAG_ID = "pulsar_rebalance_collect"
+REPLAY_DAG_ID = "pulsar_rebalance_replay"
 SAMPLES = AssetAlias("pulsar_rebalance_samples")
 
 
@@ -105,6 +106,32 @@ def collect_dag() -> DAG:
         collect.expand(cluster=clusters())
 
     return pulsar_rebalance_collect()
+
+
+def replay_dag() -> DAG:
+    """Once a day, each cluster's last week replayed under every strategy, its live plans checked against their
+    replanning from the recording, and the result stored for the review's replay page."""
+
+    @dag(
+        dag_id=REPLAY_DAG_ID,
+        schedule="@daily",
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,
+        tags=["pulsar-rebalance", "replay"],
+    )
+    def pulsar_rebalance_replay() -> None:
+        @task
+        def clusters() -> list[str]:
+            return airflow_tasks.configured_clusters()
+
+        @task(map_index_template="{{ cluster }}")
+        def replay(cluster: str) -> dict:
+            return airflow_tasks.replay_cluster(cluster)
+
+        replay.expand(cluster=clusters())
+
+    return pulsar_rebalance_replay()
 
 
 def _spark_plan(cluster: str, uris: Any) -> Any:
@@ -270,7 +297,7 @@ def build_dags(settings: PlannerSettings | None = None, dag_id: str | None = Non
     environment's, read without the Airflow Variable), by DAG id. With `dag_id` only that DAG, or none if it is
     not one of them: pass `get_parsing_context().dag_id`, so that a task's process builds only its own DAG."""
     settings = settings or planner_settings()
-    builders: dict[str, Callable[[], DAG]] = {COLLECT_DAG_ID: collect_dag}
+    builders: dict[str, Callable[[], DAG]] = {COLLECT_DAG_ID: collect_dag, REPLAY_DAG_ID: replay_dag}
     for cluster in settings.cluster_names:
         for prefix, build in (
             (dag_ids.PLAN_DAG_PREFIX, plan_dag),

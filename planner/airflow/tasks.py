@@ -29,6 +29,7 @@ from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.lifecycle import Decision
+from planner.orchestrate import daily_replay
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
@@ -107,6 +108,16 @@ def collect_cluster(cluster: str) -> dict[str, Any]:
     settings = planner_settings(airflow=True)
     with PulsarAdminHook.for_cluster(cluster).get_conn() as client:
         return collect(client, store(), settings.storage_root, cluster, actor="airflow:collect").to_json()
+
+
+def replay_cluster(cluster: str) -> dict[str, Any]:
+    """The cluster's last week replayed and its live plans checked, stored for the review's replay page
+    (`planner.orchestrate.daily_replay`). A cluster with no snapshot in the week is skipped, said in the result."""
+    settings = planner_settings(airflow=True)
+    try:
+        return daily_replay.replay_last_week(store(), settings.storage_root, cluster, datetime.now(UTC)).to_json()
+    except InputError as error:
+        return {"cluster": cluster, "skipped": str(error)}
 
 
 def run_directory_name(run_id: str) -> str:

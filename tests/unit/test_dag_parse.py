@@ -20,6 +20,7 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 CLUSTERS = ("local", "prod-east", "eu_1")
 ALL_DAGS = {
     "pulsar_rebalance_collect",
+    "pulsar_rebalance_replay",
     *(f"pulsar_rebalance_{kind}_{cluster}" for kind in ("plan", "maintenance", "rollback") for cluster in CLUSTERS),
 }
 
@@ -88,6 +89,7 @@ def test_the_variable_does_not_change_the_parsed_dags(airflow_env, monkeypatch):
     "dag_id",
     [
         "pulsar_rebalance_collect",
+        "pulsar_rebalance_replay",
         "pulsar_rebalance_plan_prod-east",
         "pulsar_rebalance_maintenance_eu_1",
         "pulsar_rebalance_rollback_local",

@@ -27,6 +27,7 @@ def test_dag_files_import_without_errors(dagbag):
     assert dagbag.import_errors == {}
     assert set(dagbag.dag_ids) == {
         "pulsar_rebalance_collect",
+        "pulsar_rebalance_replay",
         *(f"pulsar_rebalance_{kind}_{cluster}" for kind in ("plan", "maintenance", "rollback") for cluster in CLUSTERS),
     }
 
@@ -106,3 +107,9 @@ def test_plan_dag_can_follow_the_collect_dags_assets(tmp_path, monkeypatch):
     monkeypatch.setenv("PULSAR_REBALANCE_PLAN_PROFILE", "hourly+assets")
     dag = DagBag(dag_folder=str(DAGS)).dags["pulsar_rebalance_plan_local"]
     assert "0 * * * *" in dag.timetable.summary and dag.timetable.asset_condition is not None
+
+def test_replay_dag_replays_each_cluster_once_a_day(dagbag):
+    dag = dagbag.dags["pulsar_rebalance_replay"]
+    assert dag.timetable.expression == "0 0 * * *" and dag.max_active_runs == 1 and not dag.catchup
+    assert set(dag.task_dict) == {"clusters", "replay"}
+    assert dag.task_dict["replay"].upstream_task_ids == {"clusters"}

@@ -195,3 +195,15 @@ def test_cli_bad_input_is_one_line_naming_the_field_and_exit_2(recorded, capsys,
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.count("\n") == 1
+
+
+def test_the_daily_replay_stores_the_week_before_now_with_its_check(recorded):
+    from planner.orchestrate.daily_replay import replay_last_week
+
+    store, root, plans = recorded
+    now = START + timedelta(hours=2)
+    done = replay_last_week(store, root, CLUSTER, now)
+    assert done.snapshots == 16 and done.live_plans == len(plans) and done.consistent
+    stored = latest_replay(root, CLUSTER)
+    assert stored.made_at == now and stored.start == START
+    assert stored.live is not None and stored.live.equal == len(plans)
