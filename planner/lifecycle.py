@@ -14,6 +14,8 @@ Attempt:   one row per attempt at one action. `sending` is written and committed
            sending, connection reset, 5xx, proxy error). `unknown` is settled only by looking at the
            cluster (`reconciled-*`), never by sending again blindly.
 Snapshot:  staged (row committed, files not yet published) → published | abandoned.
+Scale event: detected → proposed | planned | superseded | withdrawn;  proposed → planned | superseded | withdrawn;
+           planned → planned (planned again) | withdrawn (a removal mark taken back).
 """
 
 from __future__ import annotations
@@ -142,10 +144,46 @@ SNAPSHOT_TRANSITIONS: Mapping[SnapshotStatus | None, frozenset[SnapshotStatus]] 
     }
 )
 
+
+class ScaleEventKind(StrEnum):
+    """What a scale event is about; the maintenance plan that answers it is `planner.plan.scale_events`'."""
+
+    JOIN = "join"  # a broker joined the cluster: fill it
+    REMOVAL = "removal"  # a broker is marked for removal: drain it
+
+
+class ScaleEventState(StrEnum):
+    """A scale event (`planner.plan.scale_events`): a broker that joined, or one marked for removal."""
+
+    DETECTED = "detected"  # recorded; no plan asked for yet
+    PROPOSED = "proposed"  # the maintenance DAG was triggered for it
+    PLANNED = "planned"  # a fill or drain plan for it was committed (the plan then has its own lifecycle)
+    SUPERSEDED = "superseded"  # a later event about the same broker replaced it before it was planned
+    WITHDRAWN = "withdrawn"  # a removal mark taken back (`brokers unmark`)
+
+
+SCALE_EVENT_TRANSITIONS: Mapping[ScaleEventState | None, frozenset[ScaleEventState]] = MappingProxyType(
+    {
+        None: frozenset({ScaleEventState.DETECTED}),
+        ScaleEventState.DETECTED: frozenset(
+            {ScaleEventState.PROPOSED, ScaleEventState.PLANNED, ScaleEventState.SUPERSEDED, ScaleEventState.WITHDRAWN}
+        ),
+        ScaleEventState.PROPOSED: frozenset(
+            {ScaleEventState.PLANNED, ScaleEventState.SUPERSEDED, ScaleEventState.WITHDRAWN}
+        ),
+        # Planned again (a rejected plan, asked for once more) links the newer plan; a mark withdrawn after its
+        # drain was planned leaves that plan to be rejected.
+        ScaleEventState.PLANNED: frozenset({ScaleEventState.PLANNED, ScaleEventState.WITHDRAWN}),
+        ScaleEventState.SUPERSEDED: frozenset(),
+        ScaleEventState.WITHDRAWN: frozenset(),
+    }
+)
+
 _TABLES: dict[type[StrEnum], Mapping] = {
     PlanStatus: PLAN_TRANSITIONS,
     AttemptStatus: ATTEMPT_TRANSITIONS,
     SnapshotStatus: SNAPSHOT_TRANSITIONS,
+    ScaleEventState: SCALE_EVENT_TRANSITIONS,
 }
 
 

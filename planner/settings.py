@@ -188,6 +188,12 @@ class ApprovalPolicy(BaseModel):
         description="Approve plans made while the brokers' own load shedding or automatic bundle splitting is on "
         "(the plan's `competing_controllers`); by default such a plan goes to a person.",
     )
+    scale_events: tuple[Literal["join", "removal"], ...] | None = Field(
+        None,
+        description="Only plans proposed for these scale events: `join` (the fill of a broker that joined), "
+        "`removal` (the drain of one marked for removal); with `modes` naming fill or drain. Unset: any plan of the "
+        "modes, proposed or asked for.",
+    )
 
 
 class ClusterExecution(BaseModel):
@@ -590,6 +596,27 @@ class PlannerSettings(BaseSettings):
     )
     measure_wait: float = Field(
         120.0, ge=0, description="Seconds the report task waits for load reports newer than the execution."
+    )
+    scale_event_proposals: bool = Field(
+        True,
+        description="The collect DAG triggers the cluster's maintenance DAG for each scale event not yet planned: a "
+        "fill for a broker that joined, a drain for one marked for removal (`brokers mark-removal`). Off: the events "
+        "are recorded and listed (`brokers events`) only.",
+    )
+    scale_event_rejoin_after: Seconds = Field(
+        timedelta(days=1),
+        description="A known broker seen again after an absence from every collected snapshot longer than this joined "
+        "again (a machine replaced at its address) and gets a fill proposed; a shorter absence is a restart or a "
+        "flap and proposes nothing.",
+    )
+    calibration: bool = Field(
+        True,
+        description="Plans predict with the usage model calibrated on the cluster's executed plans' measured "
+        "outcomes (a cost scale per broker and resource; disturbed outcomes skipped). Off: the calibration is still "
+        "learnt and recorded in the plan, not applied.",
+    )
+    calibration_window: int = Field(
+        20, ge=1, le=1000, description="The cluster's last measured plans the calibration learns from."
     )
     max_json_bytes: int = Field(DEFAULT_MAX_JSON_BYTES, gt=0, description="Size limit of JSON files read.")
     failpoint: str | None = Field(

@@ -5,7 +5,8 @@ Add them to an Airflow by one line in a file of its DAG folder:
     from planner.airflow.dags import *  # noqa: F403 - the pulsar-rebalance DAGs
 
 Every `import *` builds them afresh from the settings in the environment (`cluster_names`, `plan_profile`;
-the approval gate's `approval_timeout` and `approvers` as defaults): the collect DAG, and per cluster a plan DAG
+the approval gate's `approval_timeout` and `approvers` as defaults): the collect DAG (which also proposes a
+maintenance run per scale event: `planner.orchestrate.scale_events`), and per cluster a plan DAG
 
     prepare → Spark job (spark-submit on `spark_default`) → commit → [empty plan: stop] → approval gate
     (an approval policy, or a person; Reject after the response timeout) → execution window (deferred
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 from airflow.sdk import DAG, Asset, AssetAlias, Param, dag, get_current_context, get_parsing_context, task
 from airflow.task.trigger_rule import TriggerRule
 
@@ -103,7 +105,22 @@ def collect_dag() -> DAG:
             outlet_events[SAMPLES].add(Asset(samples_asset_name(cluster)), extra=result)
             return result
 
-        collect.expand(cluster=clusters())
+        # After the collects, even when one failed: brokers that joined, and a maintenance run per open scale event
+        # (a fill, a drain), triggered under the event's own run id, so a repeated trigger adds no run.
+        @task(trigger_rule=TriggerRule.ALL_DONE)
+        def scale_events() -> list[dict]:
+            return airflow_tasks.propose_scale_events()
+
+        collected = collect.expand(cluster=clusters())
+        proposed = scale_events()
+        collected >> proposed
+        # No logical date: two events of one cluster proposed at once are two runs, told apart by their run ids.
+        TriggerDagRunOperator.partial(
+            task_id="propose_plan",
+            logical_date=None,
+            skip_when_already_exists=True,
+            map_index_template="{{ task.trigger_run_id }}",
+        ).expand_kwargs(proposed)
 
     return pulsar_rebalance_collect()
 
@@ -249,6 +266,13 @@ def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
                     description="Broker ids (host:port). Fill with none: the brokers owning nothing (newly joined).",
                 ),
                 "max_moves": Param(None, type=["integer", "null"], minimum=1, description="Fill: unloads at most"),
+                "scale_event": Param(
+                    None,
+                    type=["integer", "null"],
+                    minimum=1,
+                    description="The scale event this plan answers (`brokers events`); its mode and broker are the "
+                    "event's. The collect DAG sets it when it proposes the plan",
+                ),
                 "settings": Param(
                     {},
                     type="object",
@@ -263,7 +287,12 @@ def maintenance_dag(cluster: str, settings: PlannerSettings) -> DAG:
         def prepare(params=None, run_id=None) -> dict:  # noqa: ANN001 - injected by Airflow
             maintenance = {"mode": params["mode"], "brokers": params["brokers"], "maxMoves": params.get("max_moves")}
             return airflow_tasks.prepare_plan(
-                cluster, "AvgShedder", params["settings"], run_id, maintenance=maintenance
+                cluster,
+                "AvgShedder",
+                params["settings"],
+                run_id,
+                maintenance=maintenance,
+                scale_event=params.get("scale_event"),
             )
 
         _approve_execute_report(cluster, settings, _spark_plan(cluster, prepare()))

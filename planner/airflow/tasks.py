@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.lifecycle import Decision
 from planner.orchestrate import daily_replay
+from planner.orchestrate import scale_events
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
@@ -120,6 +122,26 @@ def replay_cluster(cluster: str) -> dict[str, Any]:
         return {"cluster": cluster, "skipped": str(error)}
 
 
+def propose_scale_events() -> list[dict[str, Any]]:
+    """After the collects: each cluster's latest snapshot observed for brokers that joined, and the maintenance runs
+    to trigger for its open scale events (`planner.orchestrate.scale_events`), as `TriggerDagRunOperator` arguments
+    (XCom). A cluster whose observation fails is logged and left to the next collect's; the others go on."""
+    settings = planner_settings(airflow=True)
+    planner_store = store()
+    triggers: list[dict[str, Any]] = []
+    for cluster in settings.cluster_names:
+        try:
+            scale_events.observe_latest(
+                planner_store, settings.storage_root, cluster, settings.scale_event_rejoin_after, "airflow:collect"
+            )
+            if settings.scale_event_proposals:
+                proposed = scale_events.proposals(planner_store, cluster, "airflow:collect")
+                triggers += [proposal.trigger_kwargs() for proposal in proposed]
+        except InputError as error:
+            logging.getLogger(__name__).warning("scale events of cluster %s: %s", cluster, error)
+    return triggers
+
+
 def run_directory_name(run_id: str) -> str:
     """A safe, collision-free directory name for an Airflow run id: the readable part keeps what a file
     name may hold, and a hash of the whole id tells apart ids that read alike (`a:b` and `a_b`)."""
@@ -134,18 +156,22 @@ def prepare_plan(
     run_id: str,
     recompute_averages: bool = False,
     maintenance: Mapping[str, Any] | None = None,
+    scale_event: int | None = None,
 ) -> dict[str, str]:
     """Write the Spark job's input for this run under the storage root; returns the URIs the job and the
     commit step use (XCom). `maintenance`: a drain or fill (`mode`, `brokers`, `maxMoves`) instead of the
-    strategy's plan."""
+    strategy's plan; `scale_event`: the one that answers that event, its mode and broker the store's."""
     root = planner_settings(airflow=True).storage_root
     run_uri = storage.join(storage.to_uri(root), "runs", cluster, run_directory_name(run_id))
+    asked = MaintenanceRequest.parse(maintenance, f"run {run_id} params") if maintenance else None
+    if scale_event is not None:
+        asked = scale_events.event_request(store(), cluster, scale_event, asked.max_moves if asked else None)
     request = PlanRequest(
         clusters=(cluster,),
         strategy=strategy,
         settings={key: str(value) for key, value in settings.items()},
         recompute_averages=recompute_averages,
-        maintenance=MaintenanceRequest.parse(maintenance, f"run {run_id} params") if maintenance else None,
+        maintenance=asked,
     )
     input_uri = storage.join(run_uri, "input.json")
     storage.write_bytes(input_uri, json.dumps(job_request(store(), request).to_json()).encode())

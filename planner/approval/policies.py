@@ -10,6 +10,9 @@ maintenance plan predicted to leave brokers over the overload threshold (a perso
 while the brokers' own load shedding or automatic bundle splitting was on (its cluster view's
 `competing_controllers`) passes only a policy that allows it (`allow_beside_broker_controllers`): two controllers
 would move the same bundles.
+A `scale_events` rule holds only for the plan proposed for a scale event of those kinds (`planner.plan.scale_events`:
+the fill of a broker that joined, the drain of one marked for removal), which the plan carries as resolved from the
+store when it was asked for.
 A share rule holds only on traffic that is known: an unload without measured traffic, or a cluster total that
 is missing or zero, fails it with a reason saying what is unknown.
 
@@ -146,6 +149,13 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
         checks.append(
             RuleCheck("strategies", list(policy.strategies), plan.strategy, plan.strategy in policy.strategies)
         )
+    if policy.scale_events is not None:
+        event = plan.maintenance.scale_event if plan.maintenance is not None else None
+        kind = event.kind if event is not None else None
+        why = f"not proposed for a scale event of {', '.join(policy.scale_events)}" + (
+            f" (it answers a {kind})" if kind else " (no scale event asked for it)"
+        )
+        checks.append(RuleCheck("scaleEvents", list(policy.scale_events), kind, kind in policy.scale_events, why))
     if policy.max_actions is not None:
         checks.append(
             RuleCheck("maxActions", policy.max_actions, len(plan.actions), len(plan.actions) <= policy.max_actions)

@@ -147,6 +147,15 @@ def command_plan_run(args: argparse.Namespace) -> None:
 def _maintenance_request(args: argparse.Namespace) -> MaintenanceRequest | None:
     """`--mode drain|fill` with `--brokers`; None for the strategy's rebalance."""
     brokers = [broker.strip() for broker in (args.brokers or "").split(",") if broker.strip()]
+    if args.scale_event is not None:
+        from planner.orchestrate.scale_events import event_request
+
+        if args.mode != "rebalance" or brokers or len(args.cluster) != 1:
+            raise InputError(
+                "pulsar-rebalance plan run --scale-event: name exactly one --cluster, and no --mode or --brokers "
+                "(the event's broker is filled or drained)"
+            )
+        return event_request(open_store(args), args.cluster[0], args.scale_event, args.max_moves)
     if args.mode == "rebalance":
         if brokers or args.max_moves is not None:
             raise InputError("pulsar-rebalance plan run: --brokers and --max-moves go with --mode drain or --mode fill")
@@ -210,6 +219,13 @@ def add_commands(commands: Commands) -> None:
     plan.add_argument("--brokers", metavar="A,B", help="with --mode drain|fill: broker ids, comma separated")
     plan.add_argument(
         "--max-moves", type=COUNT, metavar="N", help=f"with --mode fill: unloads at most (default {DEFAULT_MAX_MOVES})"
+    )
+    plan.add_argument(
+        "--scale-event",
+        type=ID,
+        metavar="ID",
+        help="the plan that answers a scale event (`brokers events`): fill the broker that joined, drain the one "
+        "marked for removal",
     )
     add_config_options(plan)
     add_store_options(plan)

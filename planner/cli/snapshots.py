@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from getpass import getuser
 from pathlib import Path
 
 from planner.arguments import COUNT, ID, admin_url
 from planner.cli.common import Commands, add_store_options, cluster_settings, open_store, print_json
-from planner.settings import storage_root
+from planner.settings import planner_settings, storage_root
 
 
 def command_collect(args: argparse.Namespace) -> None:
     from planner.collect.collector import collect
+    from planner.orchestrate.scale_events import observe_snapshot
 
     settings = cluster_settings(args)
     store = open_store(args)
@@ -21,7 +23,11 @@ def command_collect(args: argparse.Namespace) -> None:
         result = collect(
             client, store, storage_root(), settings.name if args.cluster else None, topic_stats=args.topic_stats
         )
-    print_json(result.to_json())
+    # Brokers that joined since the last collect: recorded once, each with a fill to plan (`brokers events`).
+    events = observe_snapshot(
+        store, storage_root(), result.snapshot_id, planner_settings().scale_event_rejoin_after, f"cli:{getuser()}"
+    )
+    print_json({**result.to_json(), "scaleEvents": [event.to_json() for event in events]})
 
 
 def command_snapshots(args: argparse.Namespace) -> None:

@@ -27,6 +27,7 @@ from planner.pulsar.config import is_extensible_load_manager
 from planner.store.clusters import cluster_admin_url
 from planner.store.database import Store
 from planner.store.plans import CommitResult, commit_plan_once, read_state, recently_unloaded_brokers
+from planner.store.scale_events import record_planned
 from planner.store.snapshots import (
     StoredSnapshot,
     archive_declarations,
@@ -158,6 +159,10 @@ def commit_job_output(
             expected_version=version,
             snapshot_id=result.snapshot,
         )
+        maintenance = result.plan.maintenance
+        if maintenance is not None and maintenance.scale_event is not None:
+            # The event is planned, linked to its plan (a retried commit links the same plan: no change).
+            record_planned(store, maintenance.scale_event.id, cluster, committed[cluster].plan_id, "planner:commit")
     return committed
 
 

@@ -122,6 +122,15 @@ class PredictedMove(WireModel):
     destination_after: float
 
 
+class ScaleEventRef(WireModel):
+    """The scale event a maintenance plan answers (`planner.plan.scale_events`): a broker that joined (a fill) or
+    one marked for removal (a drain). Resolved from the store when the plan is asked for, never from a caller."""
+
+    id: int
+    kind: Literal["join", "removal"]
+    broker: str
+
+
 class MaintenanceDocument(WireModel):
     """What a maintenance plan was asked to do (`planner.plan.maintenance`, `planner.orchestrate.rollback`)."""
 
@@ -131,6 +140,7 @@ class MaintenanceDocument(WireModel):
     # Brokers predicted over the overload threshold after the plan: the cluster lacks the capacity.
     over_capacity: list[str] = Field(default_factory=list)
     rolls_back: int | None = None  # the executed plan a rollback undoes
+    scale_event: ScaleEventRef | None = None  # proposed for a scale event, not asked for by a person
 
 
 class BalanceReport(WireModel):

@@ -23,9 +23,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pydantic import ValidationError
+
 from planner.actions import ActionKind
-from planner.errors import InputError
-from planner.plan.document import MaintenanceDocument, PlanDocument, PlannedAction
+from planner.errors import InputError, format_validation_error
+from planner.plan.document import MaintenanceDocument, PlanDocument, PlannedAction, ScaleEventRef
 from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, measured_loads
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
 from planner.pulsar.bundle_range import namespace_of
@@ -60,6 +62,7 @@ class MaintenanceRequest:
     mode: MaintenanceMode
     brokers: tuple[str, ...] = ()
     max_moves: int | None = None
+    scale_event: ScaleEventRef | None = None  # the scale event it answers (`planner.plan.scale_events`)
 
     @classmethod
     def parse(cls, document: Mapping[str, object], what: str) -> MaintenanceRequest:
@@ -72,10 +75,24 @@ class MaintenanceRequest:
         max_moves = document.get("maxMoves")
         if max_moves is not None and (not isinstance(max_moves, int) or max_moves < 1):
             raise InputError(f"{what}: maxMoves must be a positive integer, got {max_moves!r}")
-        return cls(MaintenanceMode(mode), tuple(brokers), max_moves)
+        event = document.get("scaleEvent")
+        scale_event = None
+        if event is not None:
+            try:
+                scale_event = ScaleEventRef.model_validate(event)
+            except ValidationError as error:
+                raise InputError(format_validation_error(error, f"{what} scaleEvent")) from None
+        return cls(MaintenanceMode(mode), tuple(brokers), max_moves, scale_event)
 
     def to_json(self) -> dict[str, object]:
-        return {"mode": self.mode.value, "brokers": list(self.brokers), "maxMoves": self.max_moves}
+        document: dict[str, object] = {
+            "mode": self.mode.value,
+            "brokers": list(self.brokers),
+            "maxMoves": self.max_moves,
+        }
+        if self.scale_event is not None:
+            document["scaleEvent"] = self.scale_event.to_json()
+        return document
 
 
 def _msg_rate(load: BrokerLoad) -> float:
@@ -420,6 +437,12 @@ def maintenance_plan(
 ) -> PlanDocument:
     """The drain or fill `request` asks for; `policies`: the cluster's (None: not read, planned without them)."""
     if request.mode is MaintenanceMode.DRAIN:
-        return drain_plan(cluster, load_data, config, request.brokers, usage_models, owned, policies)
-    budget = request.max_moves or DEFAULT_MAX_MOVES
-    return fill_plan(cluster, load_data, config, request.brokers, budget, usage_models, policies)
+        plan = drain_plan(cluster, load_data, config, request.brokers, usage_models, owned, policies)
+    else:
+        budget = request.max_moves or DEFAULT_MAX_MOVES
+        plan = fill_plan(cluster, load_data, config, request.brokers, budget, usage_models, policies)
+    if request.scale_event is None or plan.maintenance is None:
+        return plan
+    # The scale event it answers, for the approval policies and the pages (not hashed: it moves nothing).
+    maintenance = plan.maintenance.model_copy(update={"scale_event": request.scale_event})
+    return plan.model_copy(update={"maintenance": maintenance})

@@ -206,6 +206,46 @@ class PlanMeasurement(Base):
     brokers: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
+class KnownBroker(Base):
+    """A broker the collects have seen in a cluster (`planner.store.scale_events`): when first and last, and how many
+    times it joined. A broker seen again tells a restart (known) from a join (new, or back after a long absence)."""
+
+    __tablename__ = "known_brokers"
+    __table_args__ = (UniqueConstraint("cluster_id", "broker"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    broker: Mapped[str] = mapped_column(String(300))
+    first_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    first_snapshot_id: Mapped[int] = mapped_column(Integer)
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_snapshot_id: Mapped[int] = mapped_column(Integer)
+    joins: Mapped[int] = mapped_column(Integer, default=0)  # 0: there at the cluster's first observed snapshot
+
+
+class ScaleEvent(Base):
+    """A broker that joined, or one marked for removal, and the plan proposed for it. Its key is unique per cluster,
+    so an event observed again (a retried collect, two at once, a repeated mark) is recorded once."""
+
+    __tablename__ = "scale_events"
+    __table_args__ = (UniqueConstraint("cluster_id", "event_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id"), index=True)
+    event_key: Mapped[str] = mapped_column(String(400))
+    kind: Mapped[str] = mapped_column(String(20))  # planner.lifecycle.ScaleEventKind
+    broker: Mapped[str] = mapped_column(String(300))
+    state: Mapped[str] = mapped_column(String(20), index=True)  # planner.lifecycle.ScaleEventState
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    recorded_by: Mapped[str] = mapped_column(String(300))  # the collect, or the person who marked the broker
+    reason: Mapped[str] = mapped_column(Text, default="")
+    snapshot_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # a join: the snapshot that showed it
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utc_now)
+    run_id: Mapped[str | None] = mapped_column(String(300), nullable=True)  # the maintenance DAG run proposed
+    plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id"), nullable=True)  # the latest plan for it
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
 class StopRequest(Base):
     """An operator's request to stop a plan's execution between two actions (`pulsar-rebalance stop`). The executor
     reads the open one before each action; the run that honours it, or that ends first, closes it (`outcome`)."""

@@ -43,13 +43,19 @@ def test_maintenance_and_rollback_dags_are_triggered_by_hand_and_go_through_the_
         assert dag.task_dict["approve"].defaults == ["Reject"]
         assert "actions_per_minute" in dag.params  # the pace
     assert maintenance.params.get_param("mode").schema["enum"] == ["drain", "fill"]
+    assert maintenance.params.get_param("scale_event").schema["type"] == ["integer", "null"]
 
 
 def test_collect_dag_runs_every_five_minutes_with_one_task_per_cluster(dagbag):
     dag = dagbag.dags["pulsar_rebalance_collect"]
     assert dag.timetable.expression == "*/5 * * * *"
     assert dag.max_active_runs == 1 and not dag.catchup
-    assert set(dag.task_dict) == {"clusters", "collect"}
+    # After the collects (even a failed one): the scale events observed, a maintenance run proposed per open one.
+    assert set(dag.task_dict) == {"clusters", "collect", "scale_events", "propose_plan"}
+    assert dag.task_dict["scale_events"].upstream_task_ids == {"collect"}
+    assert dag.task_dict["scale_events"].trigger_rule == "all_done"
+    propose = dag.task_dict["propose_plan"]
+    assert propose.upstream_task_ids == {"scale_events"} and propose.partial_kwargs["skip_when_already_exists"]
     assert "pulsar-rebalance" in dag.tags
 
 
