@@ -172,6 +172,8 @@ def prepare_plan(
         settings={key: str(value) for key, value in settings.items()},
         recompute_averages=recompute_averages,
         maintenance=asked,
+        calibration_window=planner_settings(airflow=True).calibration_window,
+        calibrate=planner_settings(airflow=True).calibration,
     )
     input_uri = storage.join(run_uri, "input.json")
     storage.write_bytes(input_uri, json.dumps(job_request(store(), request).to_json()).encode())

@@ -100,6 +100,7 @@ def command_plan_run(args: argparse.Namespace) -> None:
     from planner.orchestrate.runner import PlanRequest, run_plan
     from planner.plan.request import Averaging
     from planner.samples.dataset import samples_root
+    from planner.settings import planner_settings
 
     if not args.cluster:
         raise InputError("pulsar-rebalance plan run: --cluster is required (repeatable)")
@@ -115,6 +116,8 @@ def command_plan_run(args: argparse.Namespace) -> None:
         include_splits=not args.no_splits,
         recompute_averages=args.recompute_averages,
         maintenance=maintenance,
+        calibration_window=planner_settings().calibration_window,
+        calibrate=planner_settings().calibration,
     )
     spark_conf = parse_assignments(args.spark_conf, "--conf")
     outcome = run_plan(

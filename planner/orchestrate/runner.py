@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from planner import progress, storage
 from planner.collect.collector import read_archive, snapshot_reports
 from planner.errors import InputError
+from planner.orchestrate.calibrate import cluster_calibration
 from planner.plan.document import JobResult
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.request import DEFAULT_HISTORY, Averaging, ClusterInputs, JobRequest, span_text
@@ -51,6 +52,10 @@ class PlanRequest:
     include_splits: bool = True
     recompute_averages: bool = False  # rather than fold onto the stored averages state
     maintenance: MaintenanceRequest | None = None  # a drain or fill plan instead of the strategy's
+    # The measured plans each cluster's calibration learns from (`calibration_window`); None: no calibration asked
+    # for. `calibrate` False: learnt and recorded, not applied (`calibration` off).
+    calibration_window: int | None = None
+    calibrate: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "strategy", shedding_strategy(self.strategy).name)
@@ -106,6 +111,11 @@ def cluster_inputs(
             owned_bundles=archive.get("ownedBundles", {}) if maintenance is not None else {},
             # What the cluster declared at the latest snapshot: its releases, configuration and policies.
             declarations=archive_declarations(archive, snapshot.id),
+            calibration=(
+                cluster_calibration(store, cluster, request.calibration_window, enabled=request.calibrate)
+                if request.calibration_window
+                else None
+            ),
         )
         versions[cluster] = stored.version
     return inputs, versions

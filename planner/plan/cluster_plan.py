@@ -11,8 +11,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from planner.plan.calibration import model_version
 from planner.plan.configuration import plan_configuration
-from planner.plan.document import PlanDocument
+from planner.plan.document import CalibrationRecord, PlanDocument
 from planner.plan.extensible import extensible_load_data, moving_average
 from planner.plan.maintenance import maintenance_plan
 from planner.plan.planning import make_plan, make_transfer_plan
@@ -45,9 +46,13 @@ def plan_cluster(
     now_millis: int,
     usage_models: UsageModels | None,
 ) -> PlanDocument:
-    """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same."""
+    """The cluster's plan. Placement draws are seeded by the snapshot planned: the same inputs plan the same.
+
+    With a calibration in the inputs, the strategy and the forecast predict with the calibrated models; the plan
+    keeps the fit as it was and names the calibration applied on top of it."""
     load = dataclasses.replace(load, load_data=_with_declared_brokers(load.load_data, inputs))
     load_data = load.load_data
+    fitted, usage_models = usage_models, _calibrated(usage_models, inputs.calibration, load_data)
     # The team's settings over the cluster's own configuration and release over Pulsar's defaults.
     configuration = plan_configuration(cluster, inputs.settings, inputs.declarations)
     config = configuration.config
@@ -57,16 +62,42 @@ def plan_cluster(
         plan = maintenance_plan(
             cluster, load_data, config, inputs.maintenance, usage_models, inputs.owned_bundles, policies=policies
         )
-        return configuration.record(plan, config, load_data.brokers)
+        return _with_model(configuration.record(plan, config, load_data.brokers), fitted, inputs.calibration)
     snapshot_keys = []
     if inputs.load_manager:  # what the brokers run, as the latest snapshot found
         config = config.with_settings({"loadManagerClassName": inputs.load_manager}, source=f"settings of {cluster}")
         snapshot_keys.append("loadManagerClassName")
-    return configuration.record(
+    plan = configuration.record(
         _plan_of_load_manager(cluster, load, inputs, strategy, config, policies, now_millis, usage_models),
         config,
         load_data.brokers,
         snapshot_keys,
+    )
+    return _with_model(plan, fitted, inputs.calibration)
+
+
+def _calibrated(
+    usage_models: UsageModels | None, calibration: CalibrationRecord | None, load_data: LoadData
+) -> UsageModels | None:
+    """The models to predict with: the fit, its costs scaled by the calibration when one is applied."""
+    if calibration is None or not calibration.enabled:
+        return usage_models
+    learnt = calibration.calibration()
+    if learnt.identity:
+        return usage_models
+    return learnt.apply(usage_models or UsageModels(), load_data)
+
+
+def _with_model(
+    plan: PlanDocument, usage_models: UsageModels | None, calibration: CalibrationRecord | None
+) -> PlanDocument:
+    """The plan names the fit it predicted with, as fitted (what the next calibration judges), and the calibration."""
+    return plan.model_copy(
+        update={
+            "usage_models": usage_models.to_json() if usage_models is not None else None,
+            "model_version": model_version(usage_models),
+            "calibration": calibration,
+        }
     )
 
 

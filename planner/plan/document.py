@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 
 from planner.actions import ActionKind, actions_hash
 from planner.errors import InputError, format_validation_error
+from planner.plan.calibration import Calibration
 
 
 class WireModel(BaseModel):
@@ -191,6 +192,26 @@ class ClusterView(WireModel):
     competing_controllers: tuple[str, ...] = ()
 
 
+class CalibrationRecord(WireModel):
+    """The calibration a plan predicted with (`planner.plan.calibration`): per broker and resource the scale on its
+    fitted costs and the kind of fit it applies to, the executed plans it was learnt from, the outcomes skipped by
+    reason, and its version (a content hash)."""
+
+    version: str
+    scales: dict[str, dict[str, float]] = Field(default_factory=dict)
+    sources: dict[str, dict[str, str]] = Field(default_factory=dict)
+    plans: tuple[str, ...] = ()
+    skipped: dict[str, int] = Field(default_factory=dict)
+    enabled: bool = True  # False: the team switched calibration off; the scales were learnt but not applied
+
+    @classmethod
+    def of(cls, calibration: Calibration, *, enabled: bool = True) -> CalibrationRecord:
+        return cls.model_validate({**calibration.to_json(), "enabled": enabled})
+
+    def calibration(self) -> Calibration:
+        return Calibration.from_json(self.to_json())
+
+
 class PlanDocument(WireModel):
     cluster: str
     strategy: str
@@ -209,6 +230,10 @@ class PlanDocument(WireModel):
     load_manager: str | None = None
     # What the cluster declared and the plan used; None for plans made before the planner read it.
     cluster_view: ClusterView | None = None
+    # Which usage model the forecast used: a content hash of `usage_models` (the fit, before calibration; None: the
+    # one-snapshot estimate), and the calibration applied on top of it (None: none asked for).
+    model_version: str | None = None
+    calibration: CalibrationRecord | None = None
 
     @property
     def mode(self) -> str:

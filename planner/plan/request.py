@@ -16,7 +16,7 @@ from pydantic import Field, JsonValue, PlainSerializer, PlainValidator, Validati
 
 from planner.durations import parse_duration
 from planner.errors import InputError, format_validation_error
-from planner.plan.document import WireModel
+from planner.plan.document import CalibrationRecord, WireModel
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.shedding.registry import shedding_strategy
 from planner.pulsar.declarations import ClusterDeclarations
@@ -107,6 +107,8 @@ class ClusterInputs(WireModel):
     owned_bundles: dict[str, list[str]] = Field(default_factory=dict)
     # What the cluster declared at the latest snapshot (releases, configuration, policies); None: not read.
     declarations: ClusterDeclarations | None = None
+    # What the cluster's executed plans taught its usage model (`planner.plan.calibration`); None: not asked for.
+    calibration: CalibrationRecord | None = None
 
 
 class JobRequest(WireModel):
