@@ -87,6 +87,9 @@ def command_simulate(args: argparse.Namespace) -> int | None:
             from planner.simulator.calibration_report import calibration_markdown, compare_calibration
 
             maintenance += "\n" + calibration_markdown(compare_calibration(seed=args.seed))
+            from planner.simulator.capacity_report import capacity_markdown, check_capacity
+
+            maintenance += "\n" + capacity_markdown(check_capacity(seed=args.seed))
         report.write_evaluation(comparisons, args.markdown, " ".join(words), maintenance)
     if args.format == "json":
         documents = [report.to_json(comparison) for comparison in comparisons]
