@@ -38,10 +38,11 @@ from planner.plan.configuration import plan_configuration
 from planner.plan.usage_model import ResourceFit, UsageModels, fit_usage_models, histories_from_columns
 from planner.pulsar.config import MIB, PulsarConfig
 from planner.pulsar.declarations import ClusterDeclarations, ClusterPolicies
-from planner.simulator.engine import OFFLINE_PREFIX, Policy, RunResult, Simulation, parse_policy
+from planner.simulator.engine import OFFLINE_PREFIX, Policy, RunResult
 from planner.simulator.report import Comparison
 from planner.simulator.scenario import BrokerEvent, Brokers, Bundles, Scenario, World
-from planner.simulator.traffic import Minute
+from planner.simulator.sources import run_source
+from planner.simulator.traffic import Minute, MinuteSource
 
 # A broker whose NIC limit is unknown (Pulsar reports none on hosts it cannot read): its NIC never limits it.
 UNLIMITED_NIC_GBPS = 1e6
@@ -336,30 +337,48 @@ def replay_config(history: RecordedHistory, overrides: Mapping[str, Any] | None 
     return plan_configuration(history.cluster, dict(overrides or {}), history.declarations).config
 
 
-def run_replay(
-    replayed: ReplayWorld,
-    policy: str | Policy,
-    config: PulsarConfig,
-    *,
-    seed: int = 1,
-    cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
-    target_spread: float = DEFAULT_TARGET_SPREAD,
-    ignore_cluster_policies: bool = False,
-) -> RunResult:
-    """One policy over a compiled history: deterministic for the history, the policy and the seed (placement draws)."""
-    parsed = parse_policy(policy) if isinstance(policy, str) else policy
-    simulation = Simulation(
-        replayed.world,
-        parsed,
-        config,
-        seed=seed,
-        minutes=replayed.minutes,
-        cadence_minutes=cadence_minutes,
-        target_spread=target_spread,
-        ignore_cluster_policies=ignore_cluster_policies,
-        traffic=replayed.traffic,
-    )
-    return simulation.run()
+@dataclass(frozen=True)
+class RecordedSource:
+    """A recorded history as a simulation source (`planner.simulator.sources.ScenarioSource`): compiled once, the
+    same world and traffic whatever the seed (the seed still draws placement among equally good brokers)."""
+
+    history: RecordedHistory
+    remove: Collection[str] = ()
+    interpolation: Interpolation = Interpolation.HOLD
+    target_spread: float = DEFAULT_TARGET_SPREAD
+    cadence_minutes: int = DEFAULT_CADENCE_MINUTES
+    compiled: ReplayWorld = field(init=False)
+
+    def __post_init__(self) -> None:
+        compiled = build_replay_world(
+            self.history,
+            remove=self.remove,
+            interpolation=self.interpolation,
+            target_spread=self.target_spread,
+            cadence_minutes=self.cadence_minutes,
+        )
+        object.__setattr__(self, "compiled", compiled)
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.compiled.world.scenario
+
+    @property
+    def minutes(self) -> int:
+        return self.compiled.minutes
+
+    def world(self, seed: int, minutes: int) -> World:
+        if minutes > self.compiled.minutes:
+            raise InputError(
+                f"replay of cluster {self.history.cluster!r}: minutes: the recording lasts {self.compiled.minutes}"
+            )
+        return self.compiled.world
+
+    def traffic(self, world: World, seed: int) -> MinuteSource:
+        return self.compiled.traffic
+
+    def config(self, overrides: Mapping[str, Any] | None) -> PulsarConfig:
+        return replay_config(self.history, overrides)
 
 
 def replay(
@@ -375,21 +394,8 @@ def replay(
 ) -> RunResult:
     """What `policy` would have done on the recorded traffic, with the `remove`d brokers gone from the start (the
     capacity question: "and without broker X?"). `p95_score` of the result says how hot the rest ran."""
-    replayed = build_replay_world(
-        history,
-        remove=remove,
-        interpolation=interpolation,
-        target_spread=target_spread,
-        cadence_minutes=cadence_minutes,
-    )
-    return run_replay(
-        replayed,
-        policy,
-        replay_config(history, overrides),
-        seed=seed,
-        cadence_minutes=cadence_minutes,
-        target_spread=target_spread,
-    )
+    source = RecordedSource(history, remove, interpolation, target_spread, cadence_minutes)
+    return run_source(source, policy, seed=seed, overrides=overrides)
 
 
 def p95_score(result: RunResult) -> float:
@@ -420,16 +426,10 @@ def compare_replay(
     interpolation: Interpolation = Interpolation.HOLD,
 ) -> tuple[Comparison, ReplayWorld]:
     """Every policy on the same compiled history, as the evaluation compares them on a scenario."""
-    replayed = build_replay_world(
-        history, interpolation=interpolation, target_spread=target_spread, cadence_minutes=cadence_minutes
-    )
-    config = replay_config(history, overrides)
-    runs = tuple(
-        run_replay(replayed, policy, config, seed=seed, cadence_minutes=cadence_minutes, target_spread=target_spread)
-        for policy in policies
-    )
-    comparison = Comparison(replayed.world.scenario, seed, replayed.minutes, target_spread, runs)
-    return comparison, replayed
+    source = RecordedSource(history, (), interpolation, target_spread, cadence_minutes)
+    runs = tuple(run_source(source, policy, seed=seed, overrides=overrides) for policy in policies)
+    comparison = Comparison(source.scenario, seed, source.minutes, target_spread, runs)
+    return comparison, source.compiled
 
 
 def hourly_max(result: RunResult) -> tuple[float | None, ...]:

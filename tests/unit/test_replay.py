@@ -160,3 +160,20 @@ def test_p95_score_is_over_brokers_and_minutes(recorded):
 def test_an_empty_window_is_refused(tmp_path):
     with pytest.raises(InputError, match=r"replay of cluster 'east': no snapshots recorded in the window"):
         RecordedHistory(CLUSTER, read_samples(tmp_path, "brokers", CLUSTER), read_samples(tmp_path, "bundles", CLUSTER))
+
+
+def test_one_protocol_runs_a_scenario_and_a_recorded_history_alike(recorded):
+    from planner.simulator.engine import simulate
+    from planner.simulator.replay import RecordedSource
+    from planner.simulator.scenario import load_scenario
+    from planner.simulator.sources import SyntheticSource, run_source
+
+    scenario = load_scenario("spike")
+    through_source = run_source(SyntheticSource(scenario), "AvgShedder", seed=3, minutes=40)
+    direct = simulate(scenario, "AvgShedder", seed=3, minutes=40)
+    assert np.array_equal(through_source.scores, direct.scores, equal_nan=True)
+    assert through_source.moves == direct.moves
+    history = recorded.history()
+    source = RecordedSource(history)
+    assert run_source(source, "AvgShedder").moves == replay(history, "AvgShedder").moves
+    assert source.minutes == 5 * (recorded.snapshots - 1) + 1
