@@ -90,6 +90,9 @@ def command_simulate(args: argparse.Namespace) -> int | None:
             from planner.simulator.capacity_report import capacity_markdown, check_capacity
 
             maintenance += "\n" + capacity_markdown(check_capacity(seed=args.seed))
+            from planner.simulator.replay import replay_markdown
+
+            maintenance += "\n" + replay_markdown()
         report.write_evaluation(comparisons, args.markdown, " ".join(words), maintenance)
     if args.format == "json":
         documents = [report.to_json(comparison) for comparison in comparisons]

@@ -476,3 +476,39 @@ def stored_replay(
         outcomes=tuple(policy_outcome(run) for run in comparison.runs),
         live=live,
     )
+
+
+def replay_markdown() -> str:
+    """How to read a replay of a cluster's own history: the evaluation document's section."""
+    return "\n".join(
+        [
+            "## Reading a replay of your own history",
+            "",
+            "`pulsar-rebalance simulate --replay CLUSTER --from T1 --to T2` runs the policies above on what the",
+            "collects recorded instead of a scenario (`planner/simulator/replay.py`): each broker with its recorded",
+            "CPU and NIC limits and the background and costs its usage model fitted on its own reports, each bundle",
+            "with its recorded rates (held between snapshots, or `--interpolation linear`), the first snapshot's",
+            "ownership, and brokers joining and leaving when the snapshots show it. The table has the columns",
+            "defined above, plus the p95 score over every broker and minute. How to read it:",
+            "",
+            "- **Compare the rows with each other, not with what happened.** Every row starts from the same ownership",
+            "  and sees the same traffic; from its first move on, the cluster is the policy's own. The row of the",
+            "  strategy that ran live is what that strategy does in the simulator's world, not a re-enactment: the",
+            "  live cluster's moves are not replayed.",
+            "- **Moves and disconnects** are the price clients pay; **p95 score** and **peak** what the hottest",
+            "  brokers carried; **minutes to balance** `never` on real traffic often means a spread that a daily",
+            "  cycle keeps reopening: look at the hottest broker per hour on the review's replay page.",
+            "- **Prediction error** (offline rows) compares each executed plan's forecast with the next minute's",
+            "  simulated load. The simulated brokers follow their fitted costs exactly, so it understates the live",
+            "  error: the accuracy tracked after each executed plan is the figure to trust for the live cluster.",
+            "- **What it cannot reproduce** is listed with every result: memory and direct memory (the score here",
+            "  follows CPU and NIC), traffic within the minutes between snapshots, and bundles first recorded",
+            "  later (split children, new namespaces), idle until then.",
+            "- **The check of the live plans** (`--check-live`, and the daily replay) is separate from the rows:",
+            "  each live plan of the window is planned again by the same planner from what was recorded when it",
+            "  ran. `consistent` says the preview an approver saw is what the recording gives; a plan that",
+            "  differs names the unloads only one side has, and the notes say what the recording could not",
+            "  settle (another run's state in between, an executed unload the next snapshot shows elsewhere).",
+            "",
+        ]
+    )
