@@ -45,6 +45,7 @@ import numpy as np
 from planner.errors import InputError
 from planner.plan.usage_model import (
     RESOURCES,
+    SNAPSHOT,
     ResourceFit,
     Traffic,
     UsageModels,
@@ -100,6 +101,7 @@ class CapacityInputs:
     current: tuple[str, ...]  # the brokers of the latest snapshot
     latest: Mapping[str, Traffic]  # each current broker's traffic in the latest snapshot
     latest_bundles: Mapping[str, int]
+    estimated: tuple[str, ...] = ()  # "broker resource" whose model is the window's estimate, no fit being usable
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,7 @@ class CapacityAdvice:
     worst_down: str | None  # which broker that is
     removals: tuple[RemovalOption, ...]  # cheapest first, those meeting the target before the others
     trend: HeadroomTrend
+    estimated: tuple[str, ...] = ()  # "broker resource" predicted with the window's estimate (no usable fit)
     explanation: tuple[str, ...] = field(default=())
 
     @property
@@ -239,6 +242,7 @@ class CapacityAdvice:
             "drainCommand": self.drain_command(),
             "removals": [option.to_json() for option in self.removals],
             "headroom": self.trend.to_json(self.target),
+            "estimated": list(self.estimated),
             "explanation": list(self.explanation),
         }
 
@@ -287,6 +291,8 @@ def capacity_inputs(
         per_broker.setdefault(broker, []).append(row)
     limits: dict[str, dict[str, float]] = {}
     broker_models: dict[str, BrokerModel] = {}
+    estimated: list[str] = []
+    window_estimate: dict[str, ResourceFit] | None = None
     for broker, rows in sorted(per_broker.items()):
         limits[broker] = {column: _median([float(brokers[column][row]) for row in rows]) for column in LIMIT_COLUMNS}
         direct = _median(
@@ -296,12 +302,13 @@ def capacity_inputs(
             ]
         )
         fits = {resource: fit for resource in RESOURCES if (fit := models.fit(broker, resource)) is not None}
-        if len(fits) < len(RESOURCES):
-            missing = sorted(set(RESOURCES) - set(fits))
-            raise InputError(
-                f"capacity of cluster {cluster!r}: broker {broker!r} has no usage model for {', '.join(missing)} "
-                "(too few snapshots, or traffic that never varied: widen the window)"
-            )
+        for resource in RESOURCES:
+            if resource not in fits:
+                # Neither its own fit nor the cluster's is usable (noisy hosts, traffic that hardly varied): the
+                # window's usage over its traffic stands in, as one snapshot's estimate does for a plan.
+                window_estimate = window_estimate or _window_estimate(brokers)
+                fits[resource] = window_estimate[resource]
+                estimated.append(f"{broker} {resource}")
         broker_models[broker] = BrokerModel(fits=fits, direct_memory_percent=direct)
 
     current = tuple(sorted({names[row] for row, snapshot in enumerate(snapshot_ids) if snapshot == latest_snapshot}))
@@ -345,7 +352,32 @@ def capacity_inputs(
         current=current,
         latest=latest,
         latest_bundles=latest_bundles,
+        estimated=tuple(estimated),
     )
+
+
+def _window_estimate(brokers: Mapping[str, Sequence[Any]]) -> dict[str, ResourceFit]:
+    """The whole window's usage over its traffic, no background (`usage_model.snapshot_models` over every row): CPU
+    per message, NIC in and out per byte."""
+
+    def total(usage: str, limit: str) -> float:
+        return sum(_percent(float(u), float(c)) for u, c in zip(brokers[usage], brokers[limit], strict=True))
+
+    def driven(*columns: str) -> float:
+        return sum(float(value) for column in columns for value in brokers[column])
+
+    def ratio(numerator: float, denominator: float) -> float:
+        return numerator / denominator if denominator > 0 else 0.0
+
+    rows = len(brokers["broker"])
+    cpu = ratio(total("cpu_usage", "cpu_limit"), driven("msg_rate_in", "msg_rate_out"))
+    nic_in = ratio(total("bandwidth_in_usage", "bandwidth_in_limit"), driven("msg_throughput_in"))
+    nic_out = ratio(total("bandwidth_out_usage", "bandwidth_out_limit"), driven("msg_throughput_out"))
+    return {
+        "cpu": ResourceFit(0.0, cpu, 0.0, None, rows, SNAPSHOT),
+        "bandwidthIn": ResourceFit(0.0, 0.0, nic_in, None, rows, SNAPSHOT),
+        "bandwidthOut": ResourceFit(0.0, 0.0, nic_out, None, rows, SNAPSHOT),
+    }
 
 
 def _utc(moment: datetime) -> datetime:
@@ -695,6 +727,7 @@ def advise_capacity(
         worst_down=worst,
         removals=removals,
         trend=trend,
+        estimated=inputs.estimated,
     )
     return _explained(advice)
 
@@ -708,6 +741,14 @@ def _explained(advice: CapacityAdvice) -> CapacityAdvice:
         f"{advice.moments} of the window's {advice.snapshots} snapshots.",
         f"{len(advice.kinds)} broker kind(s): same limits and costs of the mean broker traffic within "
         f"{advice.tolerance:.0%}.",
+    ]
+    if advice.estimated:
+        lines.append(
+            f"No usable fit (too few snapshots, traffic that hardly varied, or usage that does not follow it) for "
+            f"{', '.join(advice.estimated)}: the window's usage over its traffic stands in, without background; "
+            "widen the window for better figures."
+        )
+    lines += [
         f"All {sum(c.recorded for c in advice.counts)} brokers up: p95 score {advice.p95:.1f} against the target "
         f"{target:g}.",
     ]

@@ -7,6 +7,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -279,3 +280,47 @@ def test_bad_input_names_the_field() -> None:
     empty: dict[str, Sequence[Any]] = {key: [] for key in brokers}
     with pytest.raises(InputError, match="no snapshot"):
         capacity_inputs("c1", empty, bundles)
+
+
+def test_without_a_usable_fit_the_windows_usage_over_its_traffic_stands_in_and_the_advice_says_so() -> None:
+    # Three snapshots of three brokers: fewer samples than a fit needs, even pooled (`usage_model.MIN_SAMPLES`).
+    brokers, bundles = recorded(same(3), per_day=3)
+    inputs = capacity_inputs("c1", brokers, bundles)
+    assert sorted(inputs.estimated) == sorted(
+        f"b{i} {r}" for i in (1, 2, 3) for r in ("cpu", "bandwidthIn", "bandwidthOut")
+    )
+    cpu = inputs.models["b1"].fits["cpu"]
+    # The background folds into the cost per message: 5 % on about 40 msg/s of 0.01 % each.
+    used = sum(u / c * 100 for u, c in zip(brokers["cpu_usage"], brokers["cpu_limit"], strict=True))
+    messages = sum(brokers["msg_rate_in"]) + sum(brokers["msg_rate_out"])
+    assert cpu.intercept == 0.0 and cpu.per_msg == pytest.approx(used / messages)
+    advice = advise_capacity(inputs, WEIGHTS, target=80)
+    assert advice.to_json()["estimated"] == list(inputs.estimated)
+    assert any(line.startswith("No usable fit") for line in advice.explanation)
+
+
+def test_the_cli_prints_tables_and_the_explanation_and_refuses_bad_input_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from planner.cli import main
+    from tests.unit.test_capacity_page import write_window
+
+    write_window(tmp_path, "west", START)
+    monkeypatch.setenv("PULSAR_REBALANCE_HOME", str(tmp_path))
+    store = ["--db", f"sqlite:///{tmp_path / 'planner.db'}"]
+    window = ["--from", "2026-03-02", "--to", "2026-03-03T00:00Z"]
+    assert main(["capacity", "west", *window, "--target", "60", *store]) == 0
+    text = capsys.readouterr().out
+    assert "kind-1   b1,b2,b3,b4" in text and "target p95 score 60" in text
+    assert "kind-1: 4 recorded, 4 keep N+1 under the target (none to spare)." in text
+    for arguments, message in (
+        (["west", "--days", "2", "--from", "2026-03-02"], "give --from or --days, not both"),
+        (["west", "--from", "2026-03-03", "--to", "2026-03-02"], "--to 2026-03-02T00:00:00+00:00 is not after --from"),
+        (["west", "--from", "2027-01-01", "--to", "2027-01-02"], "capacity of cluster 'west': no snapshot recorded"),
+        (["west", "--target", "0"], "argument --target: must be from 1 to 1000 points"),
+        (["west", "--from", "yesterday"], "argument --from: expected an ISO 8601 time"),
+        (["bad/name"], "invalid cluster name from CLUSTER 'bad/name'"),
+    ):
+        assert main(["capacity", *arguments, *store]) == 2
+        error = capsys.readouterr().err
+        assert message in error and error.count("\n") == 1

@@ -76,7 +76,9 @@ def test_the_advice_is_computed_once_and_kept(client: TestClient, monkeypatch: p
 
 def test_a_cluster_without_samples_says_so_and_others_clusters_are_hidden(client: TestClient) -> None:
     page = client.get(f"{URL_PREFIX}/clusters/east/capacity")
-    assert page.status_code == 200 and "No advice: capacity of cluster &#39;east&#39;: no snapshot recorded" in page.text
+    assert (
+        page.status_code == 200 and "No advice: capacity of cluster &#39;east&#39;: no snapshot recorded" in page.text
+    )
     assert client.get(f"{URL_PREFIX}/api/clusters/east/capacity").status_code == 404
     hidden = client.get(f"{URL_PREFIX}/clusters/west/capacity", headers={"X-Clusters": "east"})
     assert hidden.status_code == 404
