@@ -207,3 +207,15 @@ def test_the_daily_replay_stores_the_week_before_now_with_its_check(recorded):
     stored = latest_replay(root, CLUSTER)
     assert stored.made_at == now and stored.start == START
     assert stored.live is not None and stored.live.equal == len(plans)
+
+
+def test_cli_table_names_each_live_plan_and_plots_go_into_the_directory(recorded, capsys, tmp_path):
+    start, end = (moment.isoformat() for moment in window())
+    plots = tmp_path / "plots"
+    argv = ["simulate", "--replay", CLUSTER, "--from", start, "--to", end, "--policy", "AvgShedder"]
+    code = main([*argv, "--check-live", "--format", "table", "--plots", str(plots)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "scenario replay-east" in out and "AvgShedder" in out
+    assert "live plans of east: 2 replanned from the recording, 2 equal (consistent)" in out
+    assert (plots / "replay-east.png").stat().st_size > 0
