@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from planner.simulator.calibration_report import calibration_markdown, compare_calibration
 from planner.simulator.engine import simulate
-from planner.simulator.scenario import load_scenario
+from planner.simulator.scenario import build_world, load_scenario
 
 
 def test_calibration_brings_the_p90_error_of_offline_plans_under_five_points() -> None:
@@ -29,15 +29,27 @@ def test_calibration_does_no_harm_where_the_model_is_right() -> None:
     assert max(on.plan_errors) <= max(off.plan_errors) + 0.5
 
 
-def test_cpu_noise_and_a_cost_change_reach_the_reported_usage() -> None:
+def test_a_scenario_declares_cpu_noise_and_a_cost_change_per_broker_group() -> None:
     scenario = load_scenario("noisy-cost-drift")
-    world_brokers = simulate(scenario, "OverloadShedder", minutes=3).brokers
-    assert "degraded:8080" in world_brokers
-    from planner.simulator.scenario import build_world
-
     brokers = build_world(scenario, seed=1).brokers
     factors_before, factors_after = brokers.cost_factors(0), brokers.cost_factors(1440)
     assert factors_before is not None and factors_after is not None
     degraded = brokers.ids.index("degraded:8080")
     assert factors_before[degraded] == 1.0 and factors_after[degraded] == 1.5
     assert brokers.cpu_noise is not None and set(brokers.cpu_noise.tolist()) == {1.0}
+
+
+def test_the_cli_runs_the_offline_plans_calibrated_and_prints_each_plans_error(capsys) -> None:
+    import json
+
+    from planner.cli import main
+
+    words = ["simulate", "--scenario", "noisy-heterogeneous", "--policy", "offline:UniformLoadShedder"]
+    printed = {}
+    for setting in ("off", "on"):
+        assert main([*words, "--minutes", "600", "--calibration", setting, "--json"]) == 0
+        printed[setting] = json.loads(capsys.readouterr().out)["policies"]["offline:UniformLoadShedder"]
+    off, on = printed["off"], printed["on"]
+    assert len(on["planErrors"]) == len(off["planErrors"]) >= 10
+    assert on["predictionErrorP90"] < off["predictionErrorP90"]
+    assert on["predictionError"] == max(on["planErrors"])
