@@ -140,3 +140,32 @@ def test_the_plan_run_hands_the_clusters_calibration_to_the_job(cluster, store, 
     off = job_request(store, replace(asked, calibrate=False)).inputs[CLUSTER].calibration
     assert off is not None and not off.enabled and off.version == learnt.version
     assert job_request(store, replace(asked, calibration_window=None)).inputs[CLUSTER].calibration is None
+
+
+def test_plans_show_and_the_plan_page_name_the_model_and_the_calibration(store, tmp_path) -> None:  # noqa: F811
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from planner.audit.plan_records import show_plan
+    from planner.audit.review.app import URL_PREFIX, create_app
+
+    learnt = Calibration(
+        scales={"c:8080": {"cpu": 2.0}}, sources={"c:8080": {"cpu": BROKER}}, plans=("plan-1", "plan-2")
+    )
+    record = CalibrationRecord.of(replace(learnt, skipped={"traffic-changed": 1}))
+    calibrated = commit_plan(store, plan_with(record), admin_url="http://east", run_key="r1", expected_version=0)
+    plain = commit_plan(store, plan_with(None), admin_url="http://east", run_key="r2", expected_version=1)
+
+    shown = show_plan(store, calibrated.plan_id).to_json()
+    assert shown["modelVersion"] == model_version(LIGHT)
+    assert shown["calibration"]["version"] == record.version and shown["calibration"]["plans"] == ["plan-1", "plan-2"]
+
+    parent = FastAPI()
+    parent.mount(URL_PREFIX, create_app(lambda: store, lambda: tmp_path, []))
+    client = TestClient(parent)
+    page = client.get(f"{URL_PREFIX}/plans/{calibrated.plan_id}").text
+    line = page.split('id="prediction-model">')[1].split("</p>")[0]
+    assert model_version(LIGHT) in line and record.version in line
+    assert "learnt from 2 executed plans; skipped 1 traffic-changed" in line
+    line = client.get(f"{URL_PREFIX}/plans/{plain.plan_id}").text.split('id="prediction-model">')[1].split("</p>")[0]
+    assert "uncalibrated" in line
