@@ -9,14 +9,20 @@ import argparse
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planner.cli.common import EXIT_RUNTIME_FAILURE, open_store, print_json
+from planner.cli.common import EXIT_RUNTIME_FAILURE, add_store_options, open_store, print_json
 from planner.errors import InputError
 from planner.pulsar.config import PulsarConfig
 from planner.settings import storage_root
 
 # Options that describe a scenario, meaningless on a recorded history.
-_SCENARIO_ONLY = (("all", "--all"), ("scenario", "--scenario"), ("maintenance", "--maintenance"), ("plot", "--plot"))
-_SCENARIO_ONLY += (("markdown", "--markdown"), ("minutes", "--minutes"))
+_SCENARIO_ONLY = (
+    ("all", "--all"),
+    ("scenario", "--scenario"),
+    ("maintenance", "--maintenance"),
+    ("plot", "--plot"),
+    ("markdown", "--markdown"),
+    ("minutes", "--minutes"),
+)
 
 
 def parse_time(text: str | None, option: str) -> datetime:
@@ -52,6 +58,10 @@ def command_replay(args: argparse.Namespace) -> int | None:
     for name, option in _SCENARIO_ONLY:
         if getattr(args, name, None):
             raise InputError(f"invalid {option}: simulate --replay runs on the recorded history, not a scenario")
+    if args.cluster_policies != "obey":
+        raise InputError(
+            f"invalid --cluster-policies {args.cluster_policies}: a replay obeys the policies the cluster declared"
+        )
     start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
     if end <= start:
         raise InputError(f"invalid --to {args.end}: not after --from {args.start}")
@@ -76,6 +86,7 @@ def command_replay(args: argparse.Namespace) -> int | None:
         cadence_minutes=args.cadence or DEFAULT_CADENCE_MINUTES,
         target_spread=args.target or DEFAULT_TARGET_SPREAD,
         interpolation=Interpolation(args.interpolation),
+        calibration=args.calibration == "on",
     )
     live = check_live_plans(store, root, history, start, end) if args.check_live else None
     if args.plots:
@@ -153,4 +164,4 @@ def add_replay_options(simulate: argparse.ArgumentParser) -> None:
         "--store", action="store_true", help="with --replay: store the result for the review's replay page"
     )
     simulate.add_argument("--plots", type=Path, metavar="DIR", help="with --replay: write the score plot into DIR")
-    simulate.add_argument("--db", help="with --replay: SQLAlchemy URL of the store (default: $PULSAR_REBALANCE_DB_URL)")
+    add_store_options(simulate)

@@ -196,7 +196,7 @@ def applied_unloads_before(store: Store, cluster: str, before: datetime) -> dict
             )
             .group_by(PlanAction.bundle)
         ).all()
-    return {bundle: _millis(finished) for bundle, finished in rows}
+    return {bundle: _millis(finished) for bundle, finished in rows if finished is not None}
 
 
 def replan(store: Store, root: str | Path, stored: StoredPlan) -> PlanDocument:
@@ -244,29 +244,26 @@ def replan(store: Store, root: str | Path, stored: StoredPlan) -> PlanDocument:
     return plan_cluster(cluster, load, inputs, document.strategy, now_millis=_millis(as_of), usage_models=models)
 
 
-def not_applied(stored: StoredPlan, history: RecordedHistory) -> tuple[str, ...]:
-    """The plan's unloads that were executed but that the first snapshot after them shows elsewhere than their
-    destination (moved again by Pulsar, the executor's answer lost, a broker restarted)."""
+def recorded_owners(history: RecordedHistory) -> dict[tuple[int, str], str]:
+    """Each bundle's broker in each snapshot of the history: (snapshot id, bundle) -> broker."""
     owners = history.bundles.select(["snapshot_id", "bundle", "broker"]).to_pydict()
-    times = history.taken_at
+    return dict(zip(zip(owners["snapshot_id"], owners["bundle"], strict=True), owners["broker"], strict=True))
+
+
+def not_applied(
+    stored: StoredPlan, times: Mapping[int, datetime], owners: Mapping[tuple[int, str], str]
+) -> tuple[str, ...]:
+    """The plan's unloads that were executed but that the first snapshot after them (`times`: each snapshot's) shows
+    elsewhere than their destination (moved again by Pulsar, the executor's answer lost, a broker restarted)."""
+    order = sorted(times.items(), key=lambda item: as_utc(item[1]))
     found = []
     for action, attempts in zip(stored.document.actions, stored.attempts, strict=True):
         applied = [a for a in attempts if a.status in APPLIED_ATTEMPT_STATUSES and a.finished_at is not None]
         if action.kind is not ActionKind.UNLOAD or not applied:
             continue
         finished = as_utc(applied[-1].finished_at or stored.created_at)
-        after = sorted(s for s, taken in times.items() if as_utc(taken) > finished)
-        if not after:
-            continue
-        first = after[0]
-        owner = next(
-            (
-                owners["broker"][i]
-                for i, s in enumerate(owners["snapshot_id"])
-                if s == first and owners["bundle"][i] == action.bundle
-            ),
-            None,
-        )
+        first = next((snapshot for snapshot, taken in order if as_utc(taken) > finished), None)
+        owner = owners.get((first, action.bundle)) if first is not None else None
         if owner is not None and owner != action.destination:
             found.append(f"{action.bundle}: planned to {action.destination}, on {owner} at snapshot {first}")
     return tuple(found)
@@ -281,6 +278,7 @@ def check_live_plans(
     ]
     checks: list[LivePlanCheck] = []
     state_after: dict[str, Mapping[str, Any]] = {}
+    times, owners = history.taken_at, recorded_owners(history)
     for listing in sorted(listed, key=lambda plan: plan.id):
         stored = show_plan(store, listing.id)
         document = stored.document
@@ -311,7 +309,7 @@ def check_live_plans(
                 live=action_keys(document.actions, splits=splits),
                 replayed=replayed,
                 notes=tuple(notes),
-                not_applied=not_applied(stored, history),
+                not_applied=not_applied(stored, times, owners),
             )
         )
     return LiveCheck(history.cluster, tuple(checks))

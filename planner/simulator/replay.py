@@ -424,10 +424,14 @@ def compare_replay(
     cadence_minutes: int = DEFAULT_CADENCE_MINUTES,
     target_spread: float = DEFAULT_TARGET_SPREAD,
     interpolation: Interpolation = Interpolation.HOLD,
+    calibration: bool = False,
 ) -> tuple[Comparison, ReplayWorld]:
-    """Every policy on the same compiled history, as the evaluation compares them on a scenario."""
+    """Every policy on the same compiled history, as the evaluation compares them on a scenario; `calibration`: this
+    product's plans calibrate their usage models on their own executed plans, as with `simulate --calibration on`."""
     source = RecordedSource(history, (), interpolation, target_spread, cadence_minutes)
-    runs = tuple(run_source(source, policy, seed=seed, overrides=overrides) for policy in policies)
+    runs = tuple(
+        run_source(source, policy, seed=seed, overrides=overrides, calibration=calibration) for policy in policies
+    )
     comparison = Comparison(source.scenario, seed, source.minutes, target_spread, runs)
     return comparison, source.compiled
 

@@ -188,6 +188,10 @@ def test_the_replay_page_says_when_no_replay_is_stored(recorded):
         (["--from", "2026-03-02T10:00Z", "--to", "2026-03-02T09:00Z"], "invalid --to 2026-03-02T09:00Z: not after"),
         (["--from", "2026-03-01T00:00Z", "--to", "2026-03-01T01:00Z"], "no published snapshot from"),
         (["--from", "2026-03-02T08:00Z", "--to", "2026-03-02T10:00Z", "--scenario", "spike"], "invalid --scenario"),
+        (
+            ["--from", "2026-03-02T08:00Z", "--to", "2026-03-02T10:00Z", "--cluster-policies", "both"],
+            "invalid --cluster",
+        ),
     ],
 )
 def test_cli_bad_input_is_one_line_naming_the_field_and_exit_2(recorded, capsys, argv, message):
@@ -219,3 +223,20 @@ def test_cli_table_names_each_live_plan_and_plots_go_into_the_directory(recorded
     assert "scenario replay-east" in out and "AvgShedder" in out
     assert "live plans of east: 2 replanned from the recording, 2 equal (consistent)" in out
     assert (plots / "replay-east.png").stat().st_size > 0
+
+
+def test_an_executed_unload_the_next_snapshot_shows_elsewhere_is_said_not_applied(recorded):
+    from planner.store.models import ActionExecution, PlanAction
+
+    store, root, plans = recorded
+    finished = START + timedelta(minutes=66)  # after the first live plan, before the snapshot at minute 70
+    with store.session() as session:
+        action = session.query(PlanAction).filter_by(plan_id=plans[0]).order_by(PlanAction.sequence).first()
+        session.add(ActionExecution(action_id=action.id, attempt=1, status="succeeded", finished_at=finished))
+        bundle, source = action.bundle, action.source
+    history = read_history(root, store, CLUSTER, *window())
+    check = check_live_plans(store, root, history, *window())
+    # The recording never moved it: the snapshot after the execution still has it on its source.
+    assert check.plans[0].not_applied == (f"{bundle}: planned to c:8080, on {source} at snapshot 15",)
+    assert check.plans[0].equal  # what was planned is still what the recording gives
+    assert check.plans[1].not_applied == ()

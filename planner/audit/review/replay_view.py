@@ -37,15 +37,10 @@ def replay_chart(replay: StoredReplay) -> str:
             gid = f"replay-line-{index}"
             line.set_gid(gid)
             tooltips[gid] = f"{outcome.policy}: p95 {outcome.p95_score:.1f}, peak {outcome.peak_score:.1f}"
-        axis.axhline(replay.target_spread, color="#888888", linewidth=0.6, linestyle=":")
         axis.set_ylabel("hottest broker's score (%)")
         axis.grid(True, linewidth=0.4)
         axis.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         return _svg(figure, f"{replay.cluster}: hottest broker per hour under each strategy", tooltips)
-
-
-def replay_json(replay: StoredReplay) -> dict[str, Any]:
-    return replay.to_json()
 
 
 def register_replay_pages(
@@ -62,7 +57,7 @@ def register_replay_pages(
 
     @app.get("/api/clusters/{cluster}/replay")
     def api_replay(cluster: str, allowed: frozenset[str] | None = readable) -> dict[str, Any]:
-        return replay_json(stored(cluster, allowed))
+        return stored(cluster, allowed).to_json()
 
     @app.get("/clusters/{cluster}/replay", response_class=HTMLResponse)
     def replay_page(request: Request, cluster: str, allowed: frozenset[str] | None = readable) -> HTMLResponse:
