@@ -1,10 +1,10 @@
-"""What executed plans teach the usage model: per broker and resource, a scale on its traffic costs.
+"""What executed plans teach the usage model: per broker, kind of fit and resource, a scale on its traffic costs.
 
 A plan's forecast (`planner.plan.forecast`) anchors each broker at its measured usage and adds the moved
 traffic's cost from the broker's usage model (`planner.plan.usage_model`). The background cancels out of
 that prediction, so what an executed plan can correct is the cost: a broker given the cluster-wide fit
 while its hardware is faster or slower than the pool, or a broker whose cost drifted since the history
-its fit covers. Per broker and resource this module fits one factor `scale` such that
+its fit covers. Per broker, kind of fit and resource this module fits one factor `scale` such that
 
     measured usage change ≈ scale * (the model's cost of the measured traffic change)
 
@@ -19,9 +19,10 @@ that moved little on it, keeps a scale near 1; an exact model gets exactly 1 bac
 [`MIN_SCALE`, `MAX_SCALE`]: a wild factor is a measurement problem, not hardware.
 
 A scale belongs to the kind of fit it was learnt on (the broker's own, the cluster-wide one, the one-snapshot
-estimate): once a broker's fit changes kind, the older plans say nothing about the new one, and its scale
-starts again from the plans predicted with the new kind. The one-snapshot estimate charges the background
-to the traffic (no history to tell them apart), so it is the fit calibration corrects most.
+estimate) and applies only to a fit of that kind: a broker whose own fit comes and goes as its history's R²
+crosses the bound is predicted with each kind's own scale, learnt from the plans predicted with that kind.
+The one-snapshot estimate charges the background to the traffic (no history to tell them apart), so it is
+the fit calibration corrects most.
 
 Disturbed plans teach nothing: a plan whose outcome says a broker restarted, a snapshot was partial,
 traffic changed past the bound or a bundle landed elsewhere is skipped, and the calibration says how many
@@ -58,7 +59,6 @@ _ROUND = 4
 # Why a plan or a broker's measurement was not learnt from (the counts `Calibration.skipped` keeps).
 NO_MODEL = "broker without a model"
 NO_MEASUREMENT = "broker not measured after the plan"
-OTHER_FIT = "broker's fit of another kind since"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,19 +91,18 @@ class PlanObservation:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """Per broker and resource, the factor on the costs of the kind of fit in `sources` (broker, cluster or
-    snapshot); a broker or resource absent, or whose fit is now of another kind, keeps scale 1.
+    """Per broker, kind of fit (broker, cluster or snapshot) and resource, the factor on that fit's costs; a
+    broker, kind or resource absent keeps scale 1.
 
     `plans` are the plans learnt from (oldest first), `skipped` the disturbed plans and the brokers' measurements
-    not learnt from, by reason; `evidence` per broker and resource what the scale rests on (the weighted sum of
-    squared modelled changes, points²), not part of its identity.
+    not learnt from, by reason; `evidence` per broker, kind and resource what the scale rests on (the weighted sum
+    of squared modelled changes, points²), not part of its identity.
     """
 
-    scales: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    scales: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
     plans: tuple[str, ...] = ()
     skipped: Mapping[str, int] = field(default_factory=dict)
-    evidence: Mapping[str, Mapping[str, float]] = field(default_factory=dict, compare=False)
+    evidence: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict, compare=False)
 
     @property
     def version(self) -> str:
@@ -114,14 +113,20 @@ class Calibration:
     @property
     def identity(self) -> bool:
         """True when applying it changes nothing."""
-        return all(scale == 1.0 for fits in self.scales.values() for scale in fits.values())
+        return all(scale == 1.0 for kinds in self.scales.values() for fits in kinds.values() for scale in fits.values())
 
-    def scale(self, broker: str, resource: str) -> float:
-        return self.scales.get(broker, {}).get(resource, 1.0)
+    def scale(self, broker: str, resource: str, kind: str | None = None) -> float:
+        """The factor on `broker`'s `kind` of fit for `resource`; without a kind, that of the kind most learnt."""
+        kinds = self.scales.get(broker, {})
+        if kind is None:
+            evidence = self.evidence.get(broker, {})
+            learnt = sorted(kinds, key=lambda each: -evidence.get(each, {}).get(resource, 0.0))
+            kind = next((each for each in learnt if resource in kinds[each]), None)
+        return kinds.get(kind, {}).get(resource, 1.0) if kind is not None else 1.0
 
     def apply(self, models: UsageModels, load_data: LoadData | None = None) -> UsageModels:
-        """The models with each broker's costs scaled where its fit is of the kind the scale was learnt on;
-        backgrounds and the cluster-wide fit itself unchanged.
+        """The models with each broker's costs scaled by the scale of its fit's kind; backgrounds and the
+        cluster-wide fit itself unchanged.
 
         Given the snapshot the plan is made on, every broker of it is resolved first (a broker without a fit gets
         the one-snapshot estimate, as the forecast would give it), so that estimate is calibrated too. A broker
@@ -129,14 +134,16 @@ class Calibration:
         """
         resolved = resolved_models(load_data, models) if load_data is not None else None
         brokers: dict[str, Mapping[str, ResourceFit]] = dict(resolved if resolved is not None else models.brokers)
-        for broker, scales in self.scales.items():
+        for broker, kinds in self.scales.items():
+            if resolved is not None and broker not in resolved:
+                continue
             fits = dict(brokers.get(broker, {}))
-            for resource, scale in scales.items():
+            for resource in RESOURCES:
                 fit = fits.get(resource) or models.fit(broker, resource)
-                if fit is None or scale == 1.0 or fit.source != self.sources.get(broker, {}).get(resource):
-                    continue
-                fits[resource] = replace(fit, per_msg=fit.per_msg * scale, per_byte=fit.per_byte * scale)
-            if fits and (resolved is None or broker in resolved):
+                scale = kinds.get(fit.source, {}).get(resource, 1.0) if fit is not None else 1.0
+                if fit is not None and scale != 1.0:
+                    fits[resource] = replace(fit, per_msg=fit.per_msg * scale, per_byte=fit.per_byte * scale)
+            if fits:
                 brokers[broker] = fits
         return UsageModels(brokers=brokers, cluster=models.cluster)
 
@@ -146,10 +153,9 @@ class Calibration:
     def _content(self) -> dict[str, Any]:
         return {
             "scales": {
-                broker: {resource: scale for resource, scale in sorted(fits.items())}
-                for broker, fits in sorted(self.scales.items())
+                broker: {kind: dict(sorted(fits.items())) for kind, fits in sorted(kinds.items())}
+                for broker, kinds in sorted(self.scales.items())
             },
-            "sources": {broker: dict(sorted(fits.items())) for broker, fits in sorted(self.sources.items())},
             "plans": list(self.plans),
         }
 
@@ -157,12 +163,11 @@ class Calibration:
     def from_json(cls, document: Mapping[str, Any]) -> Calibration:
         return cls(
             scales={
-                str(broker): {str(resource): float(scale) for resource, scale in fits.items()}
-                for broker, fits in document.get("scales", {}).items()
-            },
-            sources={
-                str(broker): {str(resource): str(source) for resource, source in fits.items()}
-                for broker, fits in document.get("sources", {}).items()
+                str(broker): {
+                    str(kind): {str(resource): float(scale) for resource, scale in fits.items()}
+                    for kind, fits in kinds.items()
+                }
+                for broker, kinds in document.get("scales", {}).items()
             },
             plans=tuple(str(plan) for plan in document.get("plans", ())),
             skipped={str(reason): int(count) for reason, count in document.get("skipped", {}).items()},
@@ -188,9 +193,8 @@ def calibrate(
         raise ValueError("calibrate: half_life > 0, prior_plans >= 0 and min_scale <= 1 <= max_scale")
     decay = 0.5 ** (1.0 / half_life)
     prior = prior_plans * REFERENCE_CHANGE**2
-    cross: dict[tuple[str, str], float] = {}
-    square: dict[tuple[str, str], float] = {}
-    kinds: dict[tuple[str, str], str] = {}  # the kind of fit of the newest plan that measured the pair
+    cross: dict[tuple[str, str, str], float] = {}
+    square: dict[tuple[str, str, str], float] = {}
     skipped: dict[str, int] = {}
     learnt: list[str] = []
     for age, observation in enumerate(reversed(observations)):
@@ -207,11 +211,8 @@ def calibrate(
                 if isinstance(pair, str):
                     reasons.add(pair)
                     continue
-                source, modelled, actual = pair
-                key = (measured.broker, resource)
-                if kinds.setdefault(key, source) != source:
-                    reasons.add(OTHER_FIT)
-                    continue
+                kind, modelled, actual = pair
+                key = (measured.broker, kind, resource)
                 cross[key] = cross.get(key, 0.0) + weight * modelled * actual
                 square[key] = square.get(key, 0.0) + weight * modelled * modelled
                 used = True
@@ -219,21 +220,15 @@ def calibrate(
                 skipped[reason] = skipped.get(reason, 0) + 1
         if used:
             learnt.append(observation.plan)
-    scales: dict[str, dict[str, float]] = {}
-    sources: dict[str, dict[str, str]] = {}
-    evidence: dict[str, dict[str, float]] = {}
-    for (broker, resource), information in sorted(square.items()):
-        scale = (cross[(broker, resource)] + prior) / (information + prior) if information + prior > 0 else 1.0
-        scales.setdefault(broker, {})[resource] = round(min(max_scale, max(min_scale, scale)), _ROUND)
-        sources.setdefault(broker, {})[resource] = kinds[(broker, resource)]
-        evidence.setdefault(broker, {})[resource] = information
-    return Calibration(
-        scales=scales,
-        sources=sources,
-        plans=tuple(reversed(learnt)),
-        skipped=skipped,
-        evidence=evidence,
-    )
+    scales: dict[str, dict[str, dict[str, float]]] = {}
+    evidence: dict[str, dict[str, dict[str, float]]] = {}
+    for (broker, kind, resource), information in sorted(square.items()):
+        scale = (cross[(broker, kind, resource)] + prior) / (information + prior) if information + prior > 0 else 1.0
+        scales.setdefault(broker, {}).setdefault(kind, {})[resource] = round(
+            min(max_scale, max(min_scale, scale)), _ROUND
+        )
+        evidence.setdefault(broker, {}).setdefault(kind, {})[resource] = information
+    return Calibration(scales=scales, plans=tuple(reversed(learnt)), skipped=skipped, evidence=evidence)
 
 
 def _pair(models: UsageModels, measured: BrokerObservation, resource: str) -> tuple[str, float, float] | str:

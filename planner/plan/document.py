@@ -193,13 +193,12 @@ class ClusterView(WireModel):
 
 
 class CalibrationRecord(WireModel):
-    """The calibration a plan predicted with (`planner.plan.calibration`): per broker and resource the scale on its
-    fitted costs and the kind of fit it applies to, the executed plans it was learnt from, the outcomes skipped by
-    reason, and its version (a content hash)."""
+    """The calibration a plan predicted with (`planner.plan.calibration`): per broker, kind of fit (broker, cluster,
+    snapshot) and resource the scale on that fit's costs, the executed plans it was learnt from, the outcomes skipped
+    by reason, and its version (a content hash)."""
 
     version: str
-    scales: dict[str, dict[str, float]] = Field(default_factory=dict)
-    sources: dict[str, dict[str, str]] = Field(default_factory=dict)
+    scales: dict[str, dict[str, dict[str, float]]] = Field(default_factory=dict)
     plans: tuple[str, ...] = ()
     skipped: dict[str, int] = Field(default_factory=dict)
     enabled: bool = True  # False: the team switched calibration off; the scales were learnt but not applied

@@ -119,14 +119,17 @@ def test_a_broker_without_measurement_is_skipped() -> None:
 def test_a_scale_applies_only_to_the_kind_of_fit_it_was_learnt_on() -> None:
     plans = [_plan(f"p{i}", _broker("a", 1000, 2000, 0.02)) for i in range(6)]
     calibration = calibrate(plans)
-    assert calibration.sources == {"a": {"bandwidthIn": CLUSTER, "bandwidthOut": CLUSTER, "cpu": CLUSTER}}
+    assert set(calibration.scales["a"]) == {CLUSTER}
     own = ResourceFit(5.0, 0.02, 0.0, 0.99, 50, BROKER)
     refitted = UsageModels(brokers={"a": {"cpu": own}}, cluster=MODELS.cluster)
     assert calibration.apply(refitted).fit("a", "cpu") == own
-    # Older plans predicted with another kind than the newest one are not mixed into its scale.
+    # A broker whose fit alternates between kinds keeps one scale per kind, each learnt from its own plans.
     snapshot_models = UsageModels(cluster={"cpu": ResourceFit(0.0, 0.04, 0.0, None, 3, SNAPSHOT)})
-    older = PlanObservation("older", snapshot_models, (_broker("a", 1000, 2000, 0.02),))
-    assert calibrate([older, *plans]).scale("a", "cpu") == calibration.scale("a", "cpu")
+    estimated = [PlanObservation(f"s{i}", snapshot_models, (_broker("a", 1000, 2000, 0.02),)) for i in range(6)]
+    mixed = calibrate([plan for pair in zip(plans, estimated, strict=True) for plan in pair])
+    assert mixed.scale("a", "cpu", CLUSTER) > 1.5 and mixed.scale("a", "cpu", SNAPSHOT) < 0.7
+    snapshot_fit = mixed.apply(snapshot_models).fit("a", "cpu")
+    assert snapshot_fit is not None and snapshot_fit.per_msg == pytest.approx(0.02, rel=0.2)
 
 
 def test_the_version_is_a_stable_content_hash() -> None:

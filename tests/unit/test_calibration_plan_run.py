@@ -88,9 +88,7 @@ def test_the_plan_predicts_with_the_calibration_keeps_the_fit_and_names_both() -
     [action] = plain.actions
     destination = action.destination
     assert destination is not None
-    doubled = Calibration(
-        scales={destination: {"cpu": 2.0}}, sources={destination: {"cpu": BROKER}}, plans=("plan-1", "plan-2")
-    )
+    doubled = Calibration(scales={destination: {BROKER: {"cpu": 2.0}}}, plans=("plan-1", "plan-2"))
     calibrated = plan_with(CalibrationRecord.of(doubled))
     assert calibrated.actions == plain.actions
     before = {forecast.broker: forecast.score_before for forecast in plain.brokers}
@@ -130,7 +128,7 @@ def test_the_plan_run_hands_the_clusters_calibration_to_the_job(cluster, store, 
     collect(client(entry), store, tmp_path)
     plan_id = measured_plan(store, "measured-1")
     learnt = cluster_calibration(store, CLUSTER, 5)
-    assert learnt.plans == (f"plan-{plan_id}",) and learnt.scales["a:8080"]["cpu"] > 1.3
+    assert learnt.plans == (f"plan-{plan_id}",) and learnt.scales["a:8080"][BROKER]["cpu"] > 1.3
 
     asked = PlanRequest(clusters=(CLUSTER,), strategy="UniformLoadShedder", settings={}, calibration_window=5)
     request = job_request(store, asked)
@@ -149,9 +147,7 @@ def test_plans_show_and_the_plan_page_name_the_model_and_the_calibration(store, 
     from planner.audit.plan_records import show_plan
     from planner.audit.review.app import URL_PREFIX, create_app
 
-    learnt = Calibration(
-        scales={"c:8080": {"cpu": 2.0}}, sources={"c:8080": {"cpu": BROKER}}, plans=("plan-1", "plan-2")
-    )
+    learnt = Calibration(scales={"c:8080": {BROKER: {"cpu": 2.0}}}, plans=("plan-1", "plan-2"))
     record = CalibrationRecord.of(replace(learnt, skipped={"traffic-changed": 1}))
     calibrated = commit_plan(store, plan_with(record), admin_url="http://east", run_key="r1", expected_version=0)
     plain = commit_plan(store, plan_with(None), admin_url="http://east", run_key="r2", expected_version=1)

@@ -3,13 +3,16 @@ the p90 score error of offline plans is at most 5 points with calibration and lo
 
 from __future__ import annotations
 
+import pytest
+
 from planner.simulator.calibration_report import calibration_markdown, compare_calibration
 from planner.simulator.engine import simulate
 from planner.simulator.scenario import build_world, load_scenario
 
 
-def test_calibration_brings_the_p90_error_of_offline_plans_under_five_points() -> None:
-    scenario = load_scenario("noisy-heterogeneous")
+@pytest.mark.parametrize("name", ["noisy-heterogeneous", "noisy-cost-drift"])
+def test_calibration_brings_the_p90_error_of_offline_plans_under_five_points(name: str) -> None:
+    scenario = load_scenario(name)
     [comparison] = compare_calibration([scenario], ["offline:UniformLoadShedder"])
     off, on = comparison.off.metrics, comparison.on.metrics
     assert len(on.plan_errors) >= 50  # enough plans for a p90 to mean something
@@ -17,7 +20,7 @@ def test_calibration_brings_the_p90_error_of_offline_plans_under_five_points() -
     assert p90_off is not None and p90_on is not None
     assert p90_on <= 5.0
     assert p90_on < p90_off - 2.0
-    assert "| noisy-heterogeneous | offline:UniformLoadShedder |" in calibration_markdown([comparison])
+    assert f"| {name} | offline:UniformLoadShedder |" in calibration_markdown([comparison])
 
 
 def test_calibration_does_no_harm_where_the_model_is_right() -> None:
