@@ -294,7 +294,12 @@ def test_a_drain_plan_page_shows_the_mode_and_the_drained_brokers_bundles_over_t
             {"kind": "unload", "bundle": "t/ns/0x00000000_0xffffffff", "source": "hot:8080", "destination": "cold:8080"}
         ],
         "notes": ["drain hot:8080: 1 bundles, 500.0 msg/s onto 1 brokers"],
-        "maintenance": {"mode": "drain", "brokers": ["hot:8080"], "overCapacity": ["cold:8080"]},
+        "maintenance": {
+            "mode": "drain",
+            "brokers": ["hot:8080"],
+            "overCapacity": ["cold:8080"],
+            "scaleEvent": {"id": 3, "kind": "removal", "broker": "hot:8080"},
+        },
     }
     plan_id = commit_plan(
         store,
@@ -306,6 +311,7 @@ def test_a_drain_plan_page_shows_the_mode_and_the_drained_brokers_bundles_over_t
     html = client.get(f"{URL_PREFIX}/plans/{plan_id}").text
     assert 'id="maintenance"' in html and "drain" in html and "predicted over the overload threshold: cold:8080" in html
     assert "drain hot:8080: 1 bundles" in html
+    assert "<th>Scale event</th><td>#3: hot:8080 marked for removal (proposed, not asked for)</td>" in html
     progress = html.split('id="drain-progress"')[1].split("</table>")[0]
     assert progress.count("<tr>") == 1 + 3  # the header and the fixture's three snapshots of the last half hour
     assert client.get(f"{URL_PREFIX}/api/plans/{plan_id}").json()["maintenance"]["mode"] == "drain"

@@ -426,3 +426,11 @@ def test_the_cli_collect_lists_the_events_it_recorded(brokers, tmp_path, capsys,
     )
     code, again = run(capsys, "collect", "--admin-url", entry.url)
     assert again["scaleEvents"] == []
+
+
+def test_the_gate_says_a_plan_was_proposed_for_a_scale_event_and_not_asked_for():
+    from planner.airflow.gate_text import plan_summary_markdown
+
+    text = plan_summary_markdown(scale_plan("join"), "http://review/plans/9")
+    assert "Proposed for scale event 4, not asked for by a person: broker b:8080 joined the cluster" in text
+    assert "Proposed for scale event" not in plan_summary_markdown(scale_plan(None), "http://review/plans/9")
