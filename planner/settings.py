@@ -597,6 +597,16 @@ class PlannerSettings(BaseSettings):
     measure_wait: float = Field(
         120.0, ge=0, description="Seconds the report task waits for load reports newer than the execution."
     )
+    accuracy_p90_bound: float = Field(
+        10.0,
+        gt=0,
+        description="Score points: when the p90 of the cluster's prediction errors (each undisturbed measured plan's "
+        "largest broker score error, over `accuracy_window`) rises above this, the notifiers are told once, and once "
+        "more when it is back within (`pulsar-rebalance accuracy`).",
+    )
+    accuracy_window: Seconds = Field(
+        timedelta(days=7), description="The measured plans the accuracy figures and their alert are computed over."
+    )
     scale_event_proposals: bool = Field(
         True,
         description="The collect DAG triggers the cluster's maintenance DAG for each scale event not yet planned: a "

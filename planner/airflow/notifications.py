@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from airflow.sdk import BaseHook, BaseNotifier
 
 from planner.airflow.hooks import WebhookHook
+from planner.audit.accuracy import AlertState
 from planner.errors import InputError
 from planner.lifecycle import PlanStatus
 from planner.settings import ApprovalNotifier, matches_any
@@ -51,6 +52,8 @@ class PlanEvent(StrEnum):
     EXECUTED = "executed"
     PARTIAL = "partial"
     NOT_EXECUTED = "not-executed"
+    ACCURACY_OUTSIDE = "accuracy-outside"  # its measurement took the cluster's p90 error over the bound
+    ACCURACY_WITHIN = "accuracy-within"  # ... or back within it
 
 
 _HEADLINES = {
@@ -62,6 +65,8 @@ _HEADLINES = {
     PlanEvent.EXECUTED: "was executed",
     PlanEvent.PARTIAL: "was partly executed",
     PlanEvent.NOT_EXECUTED: "was not executed",
+    PlanEvent.ACCURACY_OUTSIDE: "was measured: the p90 prediction error left its bound",
+    PlanEvent.ACCURACY_WITHIN: "was measured: the p90 prediction error is back within its bound",
 }
 
 
@@ -75,8 +80,18 @@ def execution_event(status: PlanStatus) -> PlanEvent:
     return PlanEvent.NOT_EXECUTED
 
 
+def accuracy_event(state: AlertState) -> PlanEvent:
+    """What a crossing of the accuracy bound (`planner.audit.accuracy`) is told as."""
+    return PlanEvent.ACCURACY_OUTSIDE if state is AlertState.OUTSIDE else PlanEvent.ACCURACY_WITHIN
+
+
 # PagerDuty's severities: what needs a person sooner.
-_SEVERITIES = {PlanEvent.AWAITING_APPROVAL: "warning", PlanEvent.PARTIAL: "error", PlanEvent.NOT_EXECUTED: "error"}
+_SEVERITIES = {
+    PlanEvent.AWAITING_APPROVAL: "warning",
+    PlanEvent.PARTIAL: "error",
+    PlanEvent.NOT_EXECUTED: "error",
+    PlanEvent.ACCURACY_OUTSIDE: "warning",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,8 +21,9 @@ from planner import storage
 from planner.airflow import notifications
 from planner.airflow.gate_text import approval_request_markdown, plan_subject, plan_summary_markdown
 from planner.airflow.hooks import PlannerStoreHook, PulsarAdminHook
-from planner.airflow.notifications import PlanEvent, PlanMessage, execution_event
+from planner.airflow.notifications import PlanEvent, PlanMessage, accuracy_event, execution_event
 from planner.approval.decisions import POLICY_SOURCE, approve_by_policies
+from planner.audit.outcomes import configured_bound
 from planner.audit.plan_records import show_plan
 from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
@@ -32,12 +32,13 @@ from planner.execute.executor import execute_plan
 from planner.lifecycle import Decision
 from planner.orchestrate import daily_replay
 from planner.orchestrate import scale_events
+from planner.orchestrate.measure import measure_plan
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
 from planner.plan.maintenance import MaintenanceRequest
 from planner.plan.request import JobRequest
-from planner.samples.dataset import read_samples, samples_root, snapshot_broker_load
+from planner.samples.dataset import samples_root
 from planner.settings import ExecutionBinding, ExecutorSettings, next_opening, planner_settings
 from planner.store.approvals import (
     record_approval_request,
@@ -50,7 +51,7 @@ from planner.store.approvals import (
 from planner.store.audit_log import record_events
 from planner.store.database import Store
 from planner.store.models import audit_event
-from planner.store.plans import plan_for_run, record_measurement
+from planner.store.plans import plan_for_run
 
 HITL_SOURCE = "airflow-hitl"  # where a person's answer at the gate came from (policies: POLICY_SOURCE)
 
@@ -376,19 +377,6 @@ def execution_wait(cluster: str, run_id: str, overrides: Mapping[str, Any] | Non
     return opening
 
 
-def _collect_fresh_reports(cluster: str, since_millis: int) -> dict[str, Any]:
-    """Collect until every broker's load report is newer than `since_millis` (the moves are in it), for at
-    most the `measure_wait` setting; then the newest snapshot, fresh or not."""
-    settings = planner_settings(airflow=True)
-    deadline = time.monotonic() + settings.measure_wait
-    while True:
-        after = collect_cluster(cluster)
-        rows = read_samples(settings.storage_root, "brokers", cluster, snapshot=after["snapshot"])
-        if min(rows.column("last_update").to_pylist(), default=0) >= since_millis or time.monotonic() >= deadline:
-            return after
-        time.sleep(5)
-
-
 def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, Any]:
     """After the gate: the decision as the gate recorded it; after an execution, the load measured again, and
     the notification of how the execution ended (the gate told of its own decision)."""
@@ -399,11 +387,24 @@ def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, 
         return {"plan": plan_id, "status": show_plan(planner_store, plan_id).status.value, "decision": None}
     if decision.decision is not Decision.APPROVED:
         return {"plan": plan_id, "status": Decision.REJECTED.value, "by": decision.approver or "timeout"}
-    after = _collect_fresh_reports(cluster, since_millis=int(time.time() * 1000))
-    measured = snapshot_broker_load(planner_settings(airflow=True).storage_root, cluster, after["snapshot"])
-    record_measurement(planner_store, plan_id, after["snapshot"], measured, actor="airflow:report")
+    settings = planner_settings(airflow=True)
+    with PulsarAdminHook.for_cluster(cluster).get_conn() as client:
+        measured = measure_plan(
+            planner_store,
+            client,
+            settings.storage_root,
+            plan_id,
+            since=datetime.now(UTC),
+            wait_seconds=settings.measure_wait,
+            bound=configured_bound(settings),
+            actor="airflow:report",
+            cluster_name=cluster,
+        )
+    snapshot = measured.measurement.snapshot_id
     status = show_plan(planner_store, plan_id).status
     notice = execution_event(status)
-    details = [f"Status {status.value}; the load measured again is in snapshot {after['snapshot']}."]
+    details = [f"Status {status.value}; the load measured again is in snapshot {snapshot}."]
     notify_plan(cluster, run_id, notice, context or {}, details)
-    return {"plan": plan_id, "status": status.value, "snapshotAfter": after["snapshot"]}
+    if measured.alert is not None:
+        notify_plan(cluster, run_id, accuracy_event(measured.alert.state), context or {}, [measured.alert.text])
+    return {"plan": plan_id, "status": status.value, "snapshotAfter": snapshot, **measured.to_json()}

@@ -12,12 +12,12 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from planner.cli import algorithms, brokers, capacity, db, execution, plans, simulate, snapshots
+from planner.cli import accuracy, algorithms, brokers, capacity, db, execution, plans, simulate, snapshots
 from planner.cli.common import ArgumentParser, run_command
 
 # Each command group adds its commands; the store, the collector, the executor and the Spark runner are imported
 # by the commands that use them, so `--help` loads none of them.
-COMMAND_GROUPS = (algorithms, snapshots, plans, execution, simulate, db, brokers, capacity)
+COMMAND_GROUPS = (algorithms, snapshots, plans, execution, simulate, db, brokers, capacity, accuracy)
 
 
 def build_parser() -> ArgumentParser:

@@ -26,7 +26,7 @@ from planner.errors import InputError
 from planner.settings import OS_USER_PREFIX, ExecutorSettings, planner_settings
 
 if TYPE_CHECKING:
-    from planner.execute.report import ProgressEvent
+    from planner.execute.report import ExecutionReport, ProgressEvent
     from planner.store.database import Store
 
 
@@ -98,7 +98,7 @@ def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
 
 
 @contextlib.contextmanager
-def _plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
+def plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
     """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
     the clusters file; a URL of another cluster is refused. A cluster that cannot be read is a runtime failure
     (exit 1: `run_command`), not bad input."""
@@ -144,7 +144,7 @@ def command_execute(args: argparse.Namespace) -> int:
 
     settings = _executor_settings(args)  # bad settings fail before anything is read or sent
     store = open_store(args)
-    with _plan_cluster_client(args, store, args.plan_id) as client:
+    with plan_cluster_client(args, store, args.plan_id) as client:
         client.timeout = (client.timeout[0], settings.request_timeout_seconds)
         report = execute_plan(
             store,
@@ -158,8 +158,35 @@ def command_execute(args: argparse.Namespace) -> int:
             allow_beside_broker_controllers=cluster_settings(args).allow_beside_broker_controllers,
             progress=print_progress if not args.quiet else _silent,
         )
-    print_json(report.to_json())
+        measured = None if args.no_measure else _measure_after(store, client, report)
+    print_json({**report.to_json(), **({"measured": measured} if measured is not None else {})})
     return EXIT_OK if report.status is PlanStatus.EXECUTED else EXIT_PARTIAL
+
+
+def _measure_after(store: Store, client: PulsarAdminClient, report: ExecutionReport) -> dict[str, object] | None:
+    """The load measured again once something moved (`accuracy measure` does it later): a measurement that fails
+    is one warning line, and the execution's own result and exit code stand."""
+    from planner.cli.accuracy import measure_executed
+    from planner.cli.common import runtime_failure
+    from planner.lifecycle import APPLIED_ATTEMPT_STATUSES
+
+    if not any(status in APPLIED_ATTEMPT_STATUSES for status in report.results.values()):
+        return None
+    try:
+        since = datetime.now(UTC)
+        return measure_executed(
+            store, client, report.plan_id, since=since, wait=None, actor=f"cli:{getpass.getuser()}"
+        ).to_json()
+    except Exception as error:
+        failure = str(error) if isinstance(error, InputError) else runtime_failure(error)
+        if failure is None:
+            raise
+        print(
+            f"warning: plan {report.plan_id} not measured: {failure}; "
+            f"`accuracy measure {report.plan_id}` measures it later",
+            file=sys.stderr,
+        )
+        return None
 
 
 def _silent(_event: ProgressEvent) -> None:
@@ -180,7 +207,7 @@ def command_rollback(args: argparse.Namespace) -> None:
     from planner.orchestrate.rollback import plan_rollback
 
     store = open_store(args)
-    with _plan_cluster_client(args, store, args.plan_id) as client:
+    with plan_cluster_client(args, store, args.plan_id) as client:
         committed, document = plan_rollback(store, client, args.plan_id, actor=f"cli:{getpass.getuser()}")
     print_json(
         {
@@ -256,6 +283,11 @@ def add_commands(commands: Commands) -> None:
     )
     execute.add_argument(
         "--quiet", action="store_true", help="no progress lines on stderr (each action as it starts and ends)"
+    )
+    execute.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="do not collect and record the load after the moves (measured by default once something moved)",
     )
     add_store_options(execute)
     execute.set_defaults(handler=command_execute)

@@ -217,6 +217,23 @@ class PlanOutcome:
     def broker(self, name: str) -> BrokerOutcome | None:
         return next((broker for broker in self.brokers if broker.broker == name), None)
 
+    def to_json(self) -> dict[str, object]:
+        """As `accuracy plan --json` prints it and the review API serves it."""
+        return {
+            "plan": self.plan_id,
+            "cluster": self.cluster,
+            "strategy": self.strategy,
+            "mode": self.mode,
+            "createdAt": self.created_at.isoformat(),
+            "executedAt": self.executed_at.isoformat() if self.executed_at else None,
+            "measuredAt": self.measured_at.isoformat(),
+            "planSnapshot": self.plan_snapshot,
+            "measuredSnapshot": self.measured_snapshot,
+            "disturbed": self.disturbed,
+            "disturbances": [note.to_json() for note in self.disturbances],
+            "brokers": [broker.to_json() for broker in self.brokers],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class OutcomeBounds:

@@ -52,3 +52,15 @@ def cluster_events(store: Store, cluster: str, event: str, since: datetime) -> l
                 .order_by(AuditEvent.at)
             )
         ]
+
+
+def latest_cluster_event(store: Store, cluster: str, event: str) -> AuditRecord | None:
+    """A cluster's newest event of one kind (a state kept as the events that changed it)."""
+    with store.session() as session:
+        row = session.scalar(
+            select(AuditEvent)
+            .where(AuditEvent.cluster == cluster, AuditEvent.event == event)
+            .order_by(AuditEvent.id.desc())
+            .limit(1)
+        )
+        return AuditRecord.of(row) if row is not None else None

@@ -49,7 +49,8 @@ def db_url(tmp_path: Path) -> str:
 
 
 def execute_arguments(plan_id: int, cluster: policies.Cluster, tmp_path: Path) -> list[str]:
-    return ["execute", str(plan_id), "--admin-url", cluster.entry.url, "--db", db_url(tmp_path)]
+    # The fake cluster has no load reports to measure the plan by afterwards.
+    return ["execute", str(plan_id), "--admin-url", cluster.entry.url, "--db", db_url(tmp_path), "--no-measure"]
 
 
 # --- --version and the exit codes ------------------------------------------------------------------------------
