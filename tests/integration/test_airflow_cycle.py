@@ -19,6 +19,7 @@ from planner.collect.admin_client import PulsarAdminClient
 from planner.failpoints import ENV as FAILPOINT_ENV
 from planner.store.database import Store
 from planner.store.models import Approval, AuditEvent, Plan, PlanMeasurement
+from planner.store.plans import Measurement
 from pulsar_rebalance_devtools.demo import run_plan_cycle
 from pulsar_rebalance_devtools.traffic import BundleTraffic
 from tests.integration.conftest import (
@@ -46,7 +47,9 @@ def test_approved_plan_is_executed_and_audited(approved_cycle):
         unloads = [a for a in plan.actions if a.kind == "unload"]
         assert unloads and all(a.source == hot for a in unloads)
         events = [e.event for e in session.scalars(select(AuditEvent).where(AuditEvent.plan_id == plan.id))]
-        measured = session.scalars(select(PlanMeasurement).where(PlanMeasurement.plan_id == plan.id)).one()
+        measured = Measurement.of(
+            session.scalars(select(PlanMeasurement).where(PlanMeasurement.plan_id == plan.id)).one()
+        )
         requested = session.scalars(
             select(AuditEvent).where(AuditEvent.plan_id == plan.id, AuditEvent.event == "plan.approval-requested")
         ).one()
