@@ -277,3 +277,40 @@ def test_a_plan_never_measured_is_named(store, tmp_path, capsys) -> None:
     assert "has no measurement" in capsys.readouterr().err
     assert cli.main(["accuracy", "measure", str(plan_id), "--db", url]) == 2
     assert "was never executed" in capsys.readouterr().err
+
+
+# --- the review pages ----------------------------------------------------------------------------------------------
+
+
+def test_the_cluster_and_plan_pages_show_the_errors_and_why(store, tmp_path) -> None:
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from planner.audit.review.app import URL_PREFIX, create_app
+
+    recent = datetime.now(UTC) - timedelta(hours=2)
+    plans = []
+    for index, score in enumerate((45, 41, 70)):
+        plans.append(
+            executed_plan(store, f"run-{index}", measured_at=recent + timedelta(minutes=index), scores=(score, 38))
+        )
+        reset_state(store)
+    disturbed = executed_plan(store, "run-9", measured_at=recent + timedelta(minutes=9), scores=(90, 38))
+    with store.session() as session:  # Pulsar placed its bundle elsewhere
+        [action] = session.get(Plan, disturbed).actions
+        session.add(ActionExecution(action_id=action.id, attempt=2, status="placed-elsewhere", error="on c:8080"))
+    parent = FastAPI()
+    parent.mount(URL_PREFIX, create_app(lambda: store, lambda: tmp_path, []))
+    client = TestClient(parent)
+    page = client.get(f"{URL_PREFIX}/clusters/west")
+    assert page.status_code == 200, page.text
+    assert 'id="accuracy-chart"' in page.text and f"plan {disturbed}: " in page.text  # the point's tooltip
+    misses = page.text[page.text.index('id="accuracy-misses"') :]
+    assert misses.index(f"#{disturbed}") < misses.index(f"#{plans[2]}") and "landed-elsewhere" in misses
+    figures = client.get(f"{URL_PREFIX}/api/clusters/west/accuracy").json()
+    assert figures["undisturbed"]["count"] == 3 and figures["all"]["max"] == pytest.approx(50.0)
+    assert figures["undisturbed"]["p50"] == pytest.approx(5.0) and "chart" not in figures
+    shown = client.get(f"{URL_PREFIX}/plans/{disturbed}").text
+    assert 'id="outcome"' in shown and "landed-elsewhere" in shown and "disturbed" in shown
+    assert client.get(f"{URL_PREFIX}/api/plans/{plans[0]}/outcome").json()["brokers"][0]["score"]["error"] == 5.0
+    assert client.get(f"{URL_PREFIX}/api/plans/999/outcome").status_code == 404

@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from planner.audit.review.accuracy_view import cluster_section, plan_section, register_accuracy_pages
 from planner.audit.review.capacity_view import register_capacity_pages
 from planner.audit.review.charts import history_chart, plan_chart
 from planner.audit.review.replay_view import register_replay_pages
@@ -221,6 +222,7 @@ def create_app(
             progress=progress,
             cluster_view=cluster_view,
             configuration=shown_configuration(cluster_view) if cluster_view is not None else [],
+            outcome=plan_section(open_store(), plan_id),
         )
 
     @app.get("/plans/{plan_id}/download")
@@ -239,7 +241,16 @@ def create_app(
         since = datetime.now(UTC) - HISTORY_WINDOWS[window]
         history = _input(cluster_history, open_store(), home(), cluster, since)
         chart = history_chart(history["samples"], history["executions"]) if history["samples"] else None
-        return render(request, "cluster.html", history=history, chart=chart, window=window, windows=HISTORY_WINDOWS)
+        accuracy = cluster_section(open_store(), cluster)
+        return render(
+            request,
+            "cluster.html",
+            history=history,
+            chart=chart,
+            window=window,
+            windows=HISTORY_WINDOWS,
+            accuracy=accuracy,
+        )
 
     @app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse, response_model=None)
     def run_page(
@@ -258,4 +269,5 @@ def create_app(
 
     register_replay_pages(app, home, readable_dependency, visible, render)
     register_capacity_pages(app, open_store, home, readable_dependency, visible, render)
+    register_accuracy_pages(app, open_store, readable_dependency, visible)
     return app
