@@ -147,8 +147,8 @@ def measure_executed(
     )
     if not measured.fresh:
         print(
-            f"warning: plan {plan_id}: some brokers had not reported since the execution; measured anyway "
-            f"(snapshot {measured.measurement.snapshot_id})",
+            f"warning: plan {plan_id}: measured before the load settled after the execution (snapshot "
+            f"{measured.measurement.snapshot_id}); `accuracy measure {plan_id}` measures it again",
             file=sys.stderr,
         )
     if measured.alert is not None:

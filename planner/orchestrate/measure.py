@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +36,8 @@ from planner.store.snapshots import published_snapshot, read_archive
 
 logger = logging.getLogger(__name__)
 
-POLL_SECONDS = 5.0  # between two collects while the reports are older than the execution
+POLL_SECONDS = 5.0  # between two collects while the load settles
+SETTLED_TOLERANCE = 0.05  # two snapshots in a row within 5 % of each other's msg/s per broker: settled
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ class MeasuredOutcome:
 
     measurement: Measurement
     outcome: PlanOutcome
-    fresh: bool  # every broker reported after the execution
+    fresh: bool  # every broker reported after the execution, and the load settled
     alert: AccuracyAlert | None
 
     def to_json(self) -> dict[str, object]:
@@ -58,6 +59,13 @@ class MeasuredOutcome:
         }
 
 
+def _settled(before: Mapping[str, float], after: Mapping[str, float]) -> bool:
+    """Two snapshots show the same brokers at the same msg/s (within SETTLED_TOLERANCE): the moves are reported."""
+    return before.keys() == after.keys() and all(
+        abs(after[broker] - rate) <= SETTLED_TOLERANCE * max(rate, 1.0) for broker, rate in before.items()
+    )
+
+
 def collect_fresh(
     collect_once: Callable[[], CollectResult],
     store: Store,
@@ -66,9 +74,11 @@ def collect_fresh(
     *,
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[CollectResult, bool]:
-    """Collect until every broker's load report is newer than `since_millis`, for at most `wait_seconds`; the newest
-    snapshot, and whether it is fresh."""
+    """Collect until the load has settled after the execution: every broker's report newer than `since_millis`, in
+    two snapshots in a row that agree (a move's new owner reports its traffic a report or two late), for at most
+    `wait_seconds`. The newest snapshot, and whether it is fresh and settled."""
     deadline = time.monotonic() + wait_seconds
+    previous: dict[str, float] | None = None
     while True:
         result = collect_once()
         reports = _reports(store, result.snapshot_id)
@@ -76,8 +86,13 @@ def collect_fresh(
             # Not a wait for fresher reports: none was readable (a failing cluster, or not Pulsar's admin API).
             raise RuntimeError(f"snapshot {result.snapshot_id} holds no broker's load report: nothing to measure")
         fresh = min(report.last_update for report in reports.values()) >= since_millis
-        if fresh or time.monotonic() >= deadline:
-            return result, fresh
+        if fresh:
+            rates = {broker: report.msg_rate for broker, report in reports.items()}
+            if previous is not None and _settled(previous, rates):
+                return result, True
+            previous = rates
+        if time.monotonic() >= deadline:
+            return result, False
         sleep(POLL_SECONDS)
 
 
@@ -169,7 +184,7 @@ def measure_plan(
     result, fresh = collect_fresh(collect_once, store, int(since.timestamp() * 1000), wait_seconds, sleep=sleep)
     if not fresh:
         logger.warning(
-            "plan %s: measured from snapshot %s, where some reports predate the execution (waited %.0f s)",
+            "plan %s: measured from snapshot %s before the load settled after the execution (waited %.0f s)",
             plan_id,
             result.snapshot_id,
             wait_seconds,

@@ -314,3 +314,28 @@ def test_the_cluster_and_plan_pages_show_the_errors_and_why(store, tmp_path) -> 
     assert 'id="outcome"' in shown and "landed-elsewhere" in shown and "disturbed" in shown
     assert client.get(f"{URL_PREFIX}/api/plans/{plans[0]}/outcome").json()["brokers"][0]["score"]["error"] == 5.0
     assert client.get(f"{URL_PREFIX}/api/plans/999/outcome").status_code == 404
+
+
+def test_measuring_waits_for_fresh_reports_that_agree_twice(store, tmp_path) -> None:
+    from planner.collect.collector import CollectResult
+    from planner.orchestrate.measure import collect_fresh
+
+    commit_plan(store, document(), admin_url="http://west:8080", run_key="r", expected_version=0)
+
+    def snapshot(index: int, last_update: int, rate: float) -> int:
+        report = broker(cpu=(30, 100), rate_in=rate).model_dump(mode="json", by_alias=True) | {
+            "lastUpdate": last_update
+        }
+        archive = tmp_path / f"archive-{index}.json.gz"
+        archive.write_bytes(gzip.compress(json.dumps({"loadReports": {"a:8080": json.dumps(report)}}).encode()))
+        return snapshot_row(store, "west", NOW, str(archive))
+
+    taken = [snapshot(0, 100, 50.0), snapshot(1, 2000, 80.0), snapshot(2, 3000, 100.0), snapshot(3, 4000, 102.0)]
+    results = iter(CollectResult(snapshot_id, "west", 1, 0, False, {}) for snapshot_id in taken)
+    sleeps: list[float] = []
+    result, settled = collect_fresh(lambda: next(results), store, 1000, 60.0, sleep=sleeps.append)
+    # Stale first, then fresh but still moving (80 -> 100 msg/s), then two that agree within 5 %.
+    assert (result.snapshot_id, settled, len(sleeps)) == (taken[3], True, 3)
+    once = iter(CollectResult(snapshot_id, "west", 1, 0, False, {}) for snapshot_id in taken)
+    first, settled = collect_fresh(lambda: next(once), store, 1000, 0.0, sleep=sleeps.append)
+    assert (first.snapshot_id, settled) == (taken[0], False)  # no wait: the first snapshot, not settled
