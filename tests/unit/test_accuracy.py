@@ -339,3 +339,28 @@ def test_measuring_waits_for_fresh_reports_that_agree_twice(store, tmp_path) -> 
     once = iter(CollectResult(snapshot_id, "west", 1, 0, False, {}) for snapshot_id in taken)
     first, settled = collect_fresh(lambda: next(once), store, 1000, 0.0, sleep=sleeps.append)
     assert (first.snapshot_id, settled) == (taken[0], False)  # no wait: the first snapshot, not settled
+
+
+def test_a_measurement_that_fails_after_execute_is_a_warning_and_the_execution_stands(monkeypatch, capsys) -> None:
+    from planner.cli import accuracy as accuracy_cli
+    from planner.cli.execution import _measure_after
+    from planner.execute.report import ActionResult, ExecutionReport
+    from planner.lifecycle import AttemptStatus, PlanStatus
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("snapshot 9 holds no broker's load report: nothing to measure")
+
+    monkeypatch.setattr(accuracy_cli, "measure_executed", failing)
+    moved = ExecutionReport(7, PlanStatus.EXECUTED, actions={0: ActionResult(0, AttemptStatus.SUCCEEDED)})
+    assert _measure_after(None, None, moved) is None  # type: ignore[arg-type]
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("warning: plan 7 not measured: snapshot 9") and "accuracy measure 7" in err
+    nothing_moved = ExecutionReport(7, PlanStatus.PARTIAL, actions={0: ActionResult(0, AttemptStatus.FAILED)})
+    assert _measure_after(None, None, nothing_moved) is None and capsys.readouterr().err == ""  # type: ignore[arg-type]
+
+    def defect(*args, **kwargs):
+        raise KeyError("a defect is not a measurement failure")
+
+    monkeypatch.setattr(accuracy_cli, "measure_executed", defect)
+    with pytest.raises(KeyError):
+        _measure_after(None, None, moved)  # type: ignore[arg-type]
