@@ -126,6 +126,7 @@ class AdviceCache:
         self, store: Store, root: str | Path, cluster: str, target: float, *, now: datetime | None = None
     ) -> dict[str, Any]:
         """The last week's advice as JSON (`CapacityAdvice.to_json`, with `computedAt`), from the cache when fresh."""
+        target = round(target, 1)  # a tenth of a point is as fine as the figures go: no key per float
         key = (str(root), cluster, target)
         with self._lock:
             gate = self._computing.setdefault(key, threading.Lock())
@@ -143,5 +144,6 @@ class AdviceCache:
                 self._entries[key] = (time.monotonic(), document)
                 self._entries.move_to_end(key)
                 while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
+                    evicted, _ = self._entries.popitem(last=False)
+                    self._computing.pop(evicted, None)
             return document

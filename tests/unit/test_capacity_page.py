@@ -84,3 +84,31 @@ def test_a_cluster_without_samples_says_so_and_others_clusters_are_hidden(client
     assert hidden.status_code == 404
     anonymous = TestClient(client.app).get(f"{URL_PREFIX}/api/clusters/west/capacity")
     assert anonymous.status_code == 401
+
+
+def test_the_cache_keys_targets_by_tenths_and_keeps_only_its_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    import planner.audit.capacity as capacity
+
+    computed: list[float] = []
+
+    class Advice:
+        def __init__(self, target: float) -> None:
+            self.target = target
+
+        def to_json(self) -> dict[str, float]:
+            return {"target": self.target}
+
+    def read(store: object, root: object, query: capacity.CapacityQuery) -> Advice:
+        computed.append(query.target)
+        return Advice(query.target)
+
+    monkeypatch.setattr(capacity, "read_capacity_advice", read)
+    cache = capacity.AdviceCache(size=1)
+    store = object()
+    assert cache.advice_json(store, "/root", "west", 60.04)["target"] == 60.0  # type: ignore[arg-type]
+    cache.advice_json(store, "/root", "west", 60.0)  # type: ignore[arg-type]
+    assert computed == [60.0]
+    cache.advice_json(store, "/root", "west", 70.0)  # type: ignore[arg-type]
+    cache.advice_json(store, "/root", "west", 60.0)  # type: ignore[arg-type]
+    assert computed == [60.0, 70.0, 60.0]  # the 60 entry was evicted by the 70 one
+    assert len(cache._entries) == 1 and len(cache._computing) == 1
