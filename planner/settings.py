@@ -628,15 +628,6 @@ class PlannerSettings(BaseSettings):
     calibration_window: int = Field(
         20, ge=1, le=1000, description="The cluster's last measured plans the calibration learns from."
     )
-    calibration: bool = Field(
-        True,
-        description="Plans predict with the usage model calibrated on the cluster's executed plans' measured "
-        "outcomes (a cost scale per broker and resource; disturbed outcomes skipped). Off: the calibration is still "
-        "learnt and recorded in the plan, not applied.",
-    )
-    calibration_window: int = Field(
-        20, ge=1, le=1000, description="The cluster's last measured plans the calibration learns from."
-    )
     max_json_bytes: int = Field(DEFAULT_MAX_JSON_BYTES, gt=0, description="Size limit of JSON files read.")
     failpoint: str | None = Field(
         None, description="Testing only: stop the process at the named step boundary (`NAME[#N]`)."
