@@ -434,3 +434,51 @@ def test_the_gate_says_a_plan_was_proposed_for_a_scale_event_and_not_asked_for()
     text = plan_summary_markdown(scale_plan("join"), "http://review/plans/9")
     assert "Proposed for scale event 4, not asked for by a person: broker b:8080 joined the cluster" in text
     assert "Proposed for scale event" not in plan_summary_markdown(scale_plan(None), "http://review/plans/9")
+
+
+def test_the_collect_dags_task_proposes_each_clusters_open_events_and_one_failing_cluster_stops_no_other(
+    store, tmp_path, monkeypatch
+):
+    from planner.airflow import tasks as airflow_tasks
+
+    sighting(store, 1, T0, [A, B])
+    [join] = sighting(store, 2, T0 + timedelta(minutes=5), [A, B, C])
+    monkeypatch.setenv("PULSAR_REBALANCE_HOME", str(tmp_path))
+    monkeypatch.setenv("PULSAR_REBALANCE_CLUSTER_NAMES", "broken,c1")
+    monkeypatch.setattr(airflow_tasks, "store", lambda: store)
+    observed = []
+
+    def observe_latest(store_, root, cluster, rejoin_after, actor):
+        observed.append((cluster, rejoin_after))
+        if cluster == "broken":
+            raise InputError("cluster 'broken': no samples")
+        return []
+
+    monkeypatch.setattr(orchestrate, "observe_latest", observe_latest)
+    [trigger] = airflow_tasks.propose_scale_events()
+    assert trigger["trigger_run_id"] == f"scale-event-{join.id}" and trigger["conf"]["brokers"] == [C]
+    assert observed == [("broken", DAY), ("c1", DAY)]
+    # Off: the events are still observed, and nothing is triggered.
+    monkeypatch.setenv("PULSAR_REBALANCE_SCALE_EVENT_PROPOSALS", "false")
+    assert airflow_tasks.propose_scale_events() == [] and len(observed) == 4
+
+
+def test_the_scale_events_migration_goes_down_and_up_again(tmp_path):
+    from alembic import command
+    from sqlalchemy import inspect
+
+    from planner.store.database import _alembic_config, current_revisions, migration_heads
+
+    opened = Store(f"sqlite:///{tmp_path / 'migrated.db'}")
+    assert {"known_brokers", "scale_events"} <= set(inspect(opened.engine).get_table_names())
+    config = _alembic_config()
+    with opened.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0008")
+    assert current_revisions(opened.engine) == {"0008"}
+    assert not {"known_brokers", "scale_events"} & set(inspect(opened.engine).get_table_names())
+    opened.dispose()
+    again = Store(f"sqlite:///{tmp_path / 'migrated.db'}")  # opening migrates to the newest again
+    assert {"known_brokers", "scale_events"} <= set(inspect(again.engine).get_table_names())
+    assert current_revisions(again.engine) == migration_heads()
+    again.dispose()
