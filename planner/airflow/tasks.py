@@ -30,8 +30,7 @@ from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
 from planner.lifecycle import Decision
-from planner.orchestrate import daily_replay
-from planner.orchestrate import scale_events
+from planner.orchestrate import daily_replay, scale_events
 from planner.orchestrate.measure import measure_plan
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
