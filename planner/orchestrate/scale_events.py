@@ -26,6 +26,7 @@ from planner.store.models import as_utc
 from planner.store.scale_events import (
     OPEN_STATES,
     StoredScaleEvent,
+    known_brokers,
     list_scale_events,
     mark_proposed,
     record_sightings,
@@ -98,10 +99,16 @@ def proposal(event: StoredScaleEvent) -> Proposal:
 def proposals(store: Store, cluster: str, actor: str) -> list[Proposal]:
     """The maintenance runs to trigger for the cluster's open events, oldest first; each event is marked proposed
     with its run's id before the trigger (a trigger that then fails is asked again by the next collect's, under
-    the same run id)."""
+    the same run id). An event whose broker is missing from the latest observed snapshot waits: no plan could
+    fill or drain it now (its reports unreadable, or it left again); it is proposed once the broker is back."""
     events = sorted(list_scale_events(store, cluster, OPEN_STATES, limit=1000), key=lambda event: event.id)
+    sightings = known_brokers(store, cluster)
+    latest = max((sighting.last_snapshot for sighting in sightings), default=0)
+    present = {sighting.broker for sighting in sightings if sighting.last_snapshot == latest}
     made = []
     for event in events:
+        if event.broker not in present:
+            continue
         made.append(proposal(event))
         mark_proposed(store, event.id, made[-1].run_id, actor)
     return made

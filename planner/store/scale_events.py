@@ -222,9 +222,11 @@ def record_sightings(
             if exists is not None:
                 continue
             rows[join.broker].joins = max(rows[join.broker].joins, join.generation)
-            # A broker marked for removal that comes back after a long absence was decommissioned: the mark is old.
-            for stale in _events(session, cluster_row.id, join.broker, ScaleEventKind.REMOVAL, OPEN_STATES):
-                _move(session, stale, cluster, ScaleEventState.SUPERSEDED, actor, by=key)
+            # Back after a long absence: an older join still unplanned, or a removal mark (it was decommissioned), is
+            # moot; this join replaces them.
+            for stale_kind in (ScaleEventKind.JOIN, ScaleEventKind.REMOVAL):
+                for stale in _events(session, cluster_row.id, join.broker, stale_kind, OPEN_STATES):
+                    _move(session, stale, cluster, ScaleEventState.SUPERSEDED, actor, by=key)
             details = {"absentSeconds": round(join.absent_seconds)} if join.absent_seconds is not None else {}
             event = ScaleEvent(
                 cluster_id=cluster_row.id,

@@ -482,3 +482,18 @@ def test_the_scale_events_migration_goes_down_and_up_again(tmp_path):
     assert {"known_brokers", "scale_events"} <= set(inspect(again.engine).get_table_names())
     assert current_revisions(again.engine) == migration_heads()
     again.dispose()
+
+
+def test_an_event_whose_broker_is_gone_waits_and_a_rejoin_supersedes_the_join_never_planned(store):
+    sighting(store, 1, T0, [A, B])
+    [join] = sighting(store, 2, T0 + timedelta(minutes=5), [A, B, C])
+    sighting(store, 3, T0 + timedelta(minutes=10), [A, B])  # C left again (or its report is unreadable)
+    assert orchestrate.proposals(store, "c1", "test") == []  # no plan could fill it now
+    sighting(store, 4, T0 + timedelta(minutes=15), [A, B, C])
+    assert [proposal.event.id for proposal in orchestrate.proposals(store, "c1", "test")] == [join.id]
+    for snapshot, hours in ((5, 1), (6, 20), (7, 26)):  # C gone for more than a day
+        assert sighting(store, snapshot, T0 + timedelta(hours=hours), [A, B]) == []
+    [rejoin] = sighting(store, 8, T0 + timedelta(hours=27), [A, B, C])
+    states = {event.id: event.state for event in list_scale_events(store, "c1")}
+    assert states == {join.id: ScaleEventState.SUPERSEDED, rejoin.id: ScaleEventState.DETECTED}
+    assert [proposal.event.id for proposal in orchestrate.proposals(store, "c1", "test")] == [rejoin.id]
