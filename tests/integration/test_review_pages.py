@@ -119,6 +119,8 @@ def test_pages_render_filter_and_chart_in_chromium(page, server, plan):
     assert page.locator("#actions tbody tr").count() == plan["actions"]
     assert page.locator("#execution-log tbody tr").count() >= plan["actions"]
     assert page.locator("#plan-status").inner_text() == "executed"
+    # The report task measured it: each broker's prediction against its measured load, and whether it was disturbed.
+    assert page.locator("#outcome tbody tr").count() >= 2 and page.locator("#outcome-disturbed").count() == 1
     # The configuration the plan used: the cycle's two settings highlighted over the cluster's own values, the
     # release the brokers run, and no warning (the local cluster's own shedding and splitting are off).
     overrides = page.locator("#configuration tr.override code").all_inner_texts()
@@ -144,6 +146,7 @@ def test_pages_render_filter_and_chart_in_chromium(page, server, plan):
     page.wait_for_url(f"**/pulsar-planner/clusters/{plan['cluster']}")
     assert page.locator("#history-chart svg").count() == 1
     assert page.locator("#executions tbody tr").count() == 1
+    assert page.locator("#accuracy-chart svg").count() == 1 and page.locator("#accuracy-misses tbody tr").count() == 1
     page.screenshot(path=SCREENSHOTS / "cluster-history.png", full_page=True)
 
 
