@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.simulator.engine import DEFAULT_POLICIES, OFFLINE_PREFIX, RunResult, simulate
 from planner.simulator.scenario import Scenario, load_scenario
 
@@ -51,6 +53,22 @@ def _cell(run: RunResult) -> str:
     return f"{p50:.1f} / {p90:.1f} / {metrics.prediction_error:.1f}"
 
 
+def pooled_p90(comparisons: Sequence[CalibrationComparison], scenario: str, *, calibrated: bool) -> float | None:
+    """The p90 of every offline plan's error on `scenario`, all offline policies together: the figure the 5-point
+    bound is read against (a policy that plans twice has no p90 of its own worth the name)."""
+    errors = [
+        error
+        for comparison in comparisons
+        if comparison.scenario == scenario
+        for error in (comparison.on if calibrated else comparison.off).metrics.plan_errors
+    ]
+    return float(np.percentile(errors, 90)) if errors else None
+
+
+def _pooled_cell(value: float | None) -> str:
+    return "-" if value is None else f"p90 {value:.2f}"
+
+
 def calibration_markdown(comparisons: Sequence[CalibrationComparison]) -> str:
     lines = [
         "## Calibration",
@@ -61,7 +79,8 @@ def calibration_markdown(comparisons: Sequence[CalibrationComparison]) -> str:
         "it) scales the costs of the next plans' usage models per broker (`planner/plan/calibration.py`). Each",
         "cell: the plans' prediction error p50 / p90 / max (points); plans: the executed plans that moved",
         "bundles, off / on. The first plans of a run predict before any outcome exists, so a run with few plans keeps",
-        "their error in its p90 whatever calibration learns afterwards.",
+        "their error in its p90 whatever calibration learns afterwards. The last rows pool every offline policy's",
+        "plans of a scenario: a p90 read over tens of plans, to two decimals.",
         "",
         "| scenario | policy | plans | calibration off | calibration on |",
         "| :-- | :-- | --: | --: | --: |",
@@ -72,4 +91,11 @@ def calibration_markdown(comparisons: Sequence[CalibrationComparison]) -> str:
             f"| {comparison.scenario} | {comparison.policy} | {plans} | {_cell(comparison.off)} | "
             f"{_cell(comparison.on)} |"
         )
+    for scenario in dict.fromkeys(comparison.scenario for comparison in comparisons):
+        runs = [comparison for comparison in comparisons if comparison.scenario == scenario]
+        plans = (
+            f"{sum(len(c.off.metrics.plan_errors) for c in runs)} / {sum(len(c.on.metrics.plan_errors) for c in runs)}"
+        )
+        off, on = (pooled_p90(comparisons, scenario, calibrated=flag) for flag in (False, True))
+        lines.append(f"| {scenario} | **every offline plan** | {plans} | {_pooled_cell(off)} | {_pooled_cell(on)} |")
     return "\n".join(lines) + "\n"
