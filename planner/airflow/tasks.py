@@ -112,16 +112,6 @@ def collect_cluster(cluster: str) -> dict[str, Any]:
         return collect(client, store(), settings.storage_root, cluster, actor="airflow:collect").to_json()
 
 
-def replay_cluster(cluster: str) -> dict[str, Any]:
-    """The cluster's last week replayed and its live plans checked, stored for the review's replay page
-    (`planner.orchestrate.daily_replay`). A cluster with no snapshot in the week is skipped, said in the result."""
-    settings = planner_settings(airflow=True)
-    try:
-        return daily_replay.replay_last_week(store(), settings.storage_root, cluster, datetime.now(UTC)).to_json()
-    except InputError as error:
-        return {"cluster": cluster, "skipped": str(error)}
-
-
 def propose_scale_events() -> list[dict[str, Any]]:
     """After the collects: each cluster's latest snapshot observed for brokers that joined, and the maintenance runs
     to trigger for its open scale events (`planner.orchestrate.scale_events`), as `TriggerDagRunOperator` arguments
@@ -140,6 +130,16 @@ def propose_scale_events() -> list[dict[str, Any]]:
         except InputError as error:
             logging.getLogger(__name__).warning("scale events of cluster %s: %s", cluster, error)
     return triggers
+
+
+def replay_cluster(cluster: str) -> dict[str, Any]:
+    """The cluster's last week replayed and its live plans checked, stored for the review's replay page
+    (`planner.orchestrate.daily_replay`). A cluster with no snapshot in the week is skipped, said in the result."""
+    settings = planner_settings(airflow=True)
+    try:
+        return daily_replay.replay_last_week(store(), settings.storage_root, cluster, datetime.now(UTC)).to_json()
+    except InputError as error:
+        return {"cluster": cluster, "skipped": str(error)}
 
 
 def run_directory_name(run_id: str) -> str:

@@ -114,6 +114,7 @@ def test_plan_dag_can_follow_the_collect_dags_assets(tmp_path, monkeypatch):
     dag = DagBag(dag_folder=str(DAGS)).dags["pulsar_rebalance_plan_local"]
     assert "0 * * * *" in dag.timetable.summary and dag.timetable.asset_condition is not None
 
+
 def test_replay_dag_replays_each_cluster_once_a_day(dagbag):
     dag = dagbag.dags["pulsar_rebalance_replay"]
     assert dag.timetable.expression == "0 0 * * *" and dag.max_active_runs == 1 and not dag.catchup
