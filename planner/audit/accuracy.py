@@ -70,7 +70,7 @@ class PlanError:
 
     @property
     def disturbed(self) -> bool:
-        return bool(self.disturbances)
+        return any(note.reason.disturbs for note in self.disturbances)
 
     def to_json(self) -> dict[str, object]:
         return {

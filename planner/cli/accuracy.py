@@ -215,11 +215,8 @@ def plan_text(outcome: PlanOutcome) -> str:
             f"{broker.msg_rate_predicted:15.1f} {_number(broker.msg_rate_measured):>9} "
             f"{_number(broker.msg_rate_error, signed=True):>8}  {broker.model}"
         )
-    if outcome.disturbances:
-        lines.append("disturbed (the calibration leaves this plan out):")
-        lines += [f"  {note.reason.value}: {note.detail}" for note in outcome.disturbances]
-    else:
-        lines.append("undisturbed")
+    lines.append("disturbed (the calibration leaves this plan out):" if outcome.disturbed else "undisturbed")
+    lines += [f"  {note.reason.value}: {note.detail}" for note in outcome.disturbances]
     return "\n".join(lines)
 
 

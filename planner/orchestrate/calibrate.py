@@ -33,9 +33,8 @@ def observation_of(outcome: PlanOutcome, usage_models: UsageModels) -> PlanObser
                 broker.traffic_measured,
             )
         )
-    return PlanObservation(
-        f"plan-{outcome.plan_id}", usage_models, tuple(brokers), tuple(reason.value for reason in outcome.reasons)
-    )
+    disturbances = tuple(reason.value for reason in outcome.reasons if reason.disturbs)
+    return PlanObservation(f"plan-{outcome.plan_id}", usage_models, tuple(brokers), disturbances)
 
 
 def cluster_calibration(store: Store, cluster: str, window: int, *, enabled: bool = True) -> CalibrationRecord:

@@ -46,6 +46,14 @@ class Disturbance(StrEnum):
     OUTSIDE_MODEL = "outside-model"
     BROKER_RESTARTED = "broker-restarted"
     PARTIAL_SNAPSHOT = "partial-snapshot"
+    # Predicted with the one-snapshot estimate (no usable history): it explains a miss, but the miss is the model's
+    # own, what the preview showed and what calibration corrects most; so it does not disturb the measurement.
+    SNAPSHOT_MODEL = "snapshot-model"
+
+    @property
+    def disturbs(self) -> bool:
+        """The measurement is not a clean test of the model: left out of its figures, its alert and calibration."""
+        return self is not Disturbance.SNAPSHOT_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +211,7 @@ class PlanOutcome:
     @property
     def disturbed(self) -> bool:
         """Something other than the model may explain the miss: the calibration skips such outcomes."""
-        return bool(self.disturbances)
+        return any(note.reason.disturbs for note in self.disturbances)
 
     @property
     def reasons(self) -> tuple[Disturbance, ...]:
@@ -414,8 +422,8 @@ def _action_notes(record: PlanRecord) -> list[DisturbanceNote]:
 
 
 def _model_notes(forecasts: Sequence[BrokerForecast], measured: SnapshotLoad) -> list[DisturbanceNote]:
-    """Brokers the prediction did not cover as it covers the others: joined since the plan, gone since, or
-    predicted with the snapshot-only model (no usable history)."""
+    """Brokers the prediction did not cover as it covers the others: joined since the plan or gone since; and those
+    predicted with the snapshot-only model (no usable history), which explains a miss without disturbing it."""
     predicted = {forecast.broker for forecast in forecasts}
     joined = sorted(set(measured.brokers) - predicted)
     left = sorted(predicted - set(measured.brokers) - set(measured.missing))
@@ -428,7 +436,7 @@ def _model_notes(forecasts: Sequence[BrokerForecast], measured: SnapshotLoad) ->
     if snapshot_only:
         notes.append(
             DisturbanceNote(
-                Disturbance.OUTSIDE_MODEL,
+                Disturbance.SNAPSHOT_MODEL,
                 f"predicted with the snapshot-only model (no usable history): {', '.join(snapshot_only)}",
             )
         )

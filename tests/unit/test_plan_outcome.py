@@ -168,8 +168,9 @@ def test_brokers_outside_the_model_are_a_disturbance() -> None:
     gone = outcome_of(after=measured(brokers={"a:8080": sample(400, 70)}))  # b's traffic came back to a
     assert [note.detail for note in gone.disturbances] == ["gone since the plan: b:8080"]
     assert gone.broker("b:8080") is not None and gone.broker("b:8080").score_measured is None  # type: ignore[union-attr]
+    # The one-snapshot estimate explains a miss, but the miss is the model's own: not a disturbance.
     snapshot_only = outcome_of(document(model="snapshot"))
-    assert snapshot_only.reasons == (Disturbance.OUTSIDE_MODEL,)
+    assert snapshot_only.reasons == (Disturbance.SNAPSHOT_MODEL,) and not snapshot_only.disturbed
     assert "snapshot-only model" in snapshot_only.disturbances[0].detail
 
 
@@ -201,3 +202,14 @@ def test_an_outcome_rebuilds_from_a_version_1_measurement() -> None:
     outcome = plan_outcome(record(document()), Measurement(11, MEASURED, old))
     a = outcome.broker("a:8080")
     assert a is not None and a.score_measured == 44.0 and a.usage_measured is None and a.traffic_before is None
+
+
+def test_calibration_learns_from_a_plan_predicted_with_the_snapshot_only_model() -> None:
+    # What a young cluster's first plans are predicted with, and the estimate calibration corrects most.
+    from planner.orchestrate.calibrate import observation_of
+    from planner.plan.usage_model import UsageModels
+
+    snapshot_only = observation_of(outcome_of(document(model="snapshot")), UsageModels())
+    assert snapshot_only.disturbances == ()
+    elsewhere = observation_of(outcome_of(status=AttemptStatus.PLACED_ELSEWHERE), UsageModels())
+    assert elsewhere.disturbances == (Disturbance.LANDED_ELSEWHERE.value,)
