@@ -30,7 +30,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -820,20 +820,91 @@ def simulate(
 ) -> RunResult:
     """Run one policy on one scenario; deterministic for a seed. `ignore_cluster_policies`: this product plans and
     executes as if the cluster declared no policies (Pulsar's leader still obeys them)."""
+    return run_source(
+        SyntheticSource(scenario),
+        policy,
+        seed=seed,
+        minutes=minutes,
+        cadence_minutes=cadence_minutes,
+        target_spread=target_spread,
+        overrides=overrides,
+        ignore_cluster_policies=ignore_cluster_policies,
+        calibration=calibration,
+    )
+
+
+# --- where a run's cluster and traffic come from -----------------------------------------------------------------
+# One protocol, two sources: `SyntheticSource`, a named scenario (its brokers and bundles generated from the seed,
+# its traffic drawn minute by minute), and `planner.simulator.replay.RecordedSource`, a cluster's recorded history.
+# `run_source` runs one policy on either through the same loop, so a strategy is judged the same way on both.
+
+
+class ScenarioSource(Protocol):
+    """What the engine needs from a source: the world and its traffic for a seed, the brokers' configuration, and
+    the run's defaults (length, offline cadence, balanced spread)."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+
+    @property
+    def minutes(self) -> int: ...
+
+    def world(self, seed: int, minutes: int) -> World: ...
+
+    def traffic(self, world: World, seed: int) -> MinuteSource: ...
+
+    def config(self, overrides: Mapping[str, Any] | None) -> PulsarConfig: ...
+
+
+@dataclass(frozen=True)
+class SyntheticSource:
+    """A scenario: generated brokers, bundles and traffic."""
+
+    scenario: Scenario
+
+    @property
+    def minutes(self) -> int:
+        return self.scenario.minutes
+
+    def world(self, seed: int, minutes: int) -> World:
+        return build_world(self.scenario, seed, minutes=minutes)
+
+    def traffic(self, world: World, seed: int) -> MinuteSource:
+        return Traffic(world.bundles, seed)
+
+    def config(self, overrides: Mapping[str, Any] | None) -> PulsarConfig:
+        return base_config(self.scenario, overrides)
+
+
+def run_source(
+    source: ScenarioSource,
+    policy: str | Policy,
+    *,
+    seed: int = 1,
+    minutes: int | None = None,
+    cadence_minutes: int | None = None,
+    target_spread: float | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    ignore_cluster_policies: bool = False,
+    calibration: bool = False,
+) -> RunResult:
+    """One policy on one source; deterministic for the source and the seed."""
     parsed = parse_policy(policy) if isinstance(policy, str) else policy
-    length = minutes or scenario.minutes
+    length = minutes or source.minutes
     if length < 1:
         raise InputError(f"invalid --minutes {length}: must be at least 1")
-    world = build_world(scenario, seed, minutes=length)
+    world = source.world(seed, length)
+    scenario = source.scenario
     simulation = Simulation(
         world,
         parsed,
-        base_config(scenario, overrides),
+        source.config(overrides),
         seed=seed,
         minutes=length,
         cadence_minutes=cadence_minutes or scenario.offline_cadence_minutes,
         target_spread=target_spread or scenario.target_spread,
         ignore_cluster_policies=ignore_cluster_policies,
+        traffic=source.traffic(world, seed),
         calibration=calibration,
     )
     return simulation.run()

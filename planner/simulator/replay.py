@@ -38,10 +38,9 @@ from planner.plan.configuration import plan_configuration
 from planner.plan.usage_model import ResourceFit, UsageModels, fit_usage_models, histories_from_columns
 from planner.pulsar.config import MIB, PulsarConfig
 from planner.pulsar.declarations import ClusterDeclarations, ClusterPolicies
-from planner.simulator.engine import OFFLINE_PREFIX, Policy, RunResult
+from planner.simulator.engine import OFFLINE_PREFIX, Policy, RunResult, run_source
 from planner.simulator.report import Comparison
 from planner.simulator.scenario import BrokerEvent, Brokers, Bundles, Scenario, World
-from planner.simulator.sources import run_source
 from planner.simulator.traffic import Minute, MinuteSource
 
 # A broker whose NIC limit is unknown (Pulsar reports none on hosts it cannot read): its NIC never limits it.
@@ -339,7 +338,7 @@ def replay_config(history: RecordedHistory, overrides: Mapping[str, Any] | None 
 
 @dataclass(frozen=True)
 class RecordedSource:
-    """A recorded history as a simulation source (`planner.simulator.sources.ScenarioSource`): compiled once, the
+    """A recorded history as a simulation source (`planner.simulator.engine.ScenarioSource`): compiled once, the
     same world and traffic whatever the seed (the seed still draws placement among equally good brokers)."""
 
     history: RecordedHistory

@@ -163,10 +163,9 @@ def test_an_empty_window_is_refused(tmp_path):
 
 
 def test_one_protocol_runs_a_scenario_and_a_recorded_history_alike(recorded):
-    from planner.simulator.engine import simulate
+    from planner.simulator.engine import SyntheticSource, run_source, simulate
     from planner.simulator.replay import RecordedSource
     from planner.simulator.scenario import load_scenario
-    from planner.simulator.sources import SyntheticSource, run_source
 
     scenario = load_scenario("spike")
     through_source = run_source(SyntheticSource(scenario), "AvgShedder", seed=3, minutes=40)
