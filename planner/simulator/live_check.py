@@ -27,8 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-
 from planner.actions import ActionKind
 from planner.audit.plan_records import StoredPlan, show_plan
 from planner.audit.replays import LiveConsistency, LivePlanResult
@@ -42,8 +40,8 @@ from planner.plan.usage_model import fit_usage_models, histories_from_columns
 from planner.samples.dataset import read_samples
 from planner.simulator.replay import RecordedHistory
 from planner.store.database import Store
-from planner.store.models import ActionExecution, Cluster, Plan, PlanAction, as_utc
-from planner.store.plans import list_plans, recently_unloaded_brokers
+from planner.store.models import as_utc
+from planner.store.plans import applied_unloads_before, list_plans, recently_unloaded_brokers
 from planner.store.snapshots import archive_declarations, published_snapshot, read_archive, unpublished_snapshot_ids
 
 # A week of plans every few minutes, with room: the window's plans are all read.
@@ -176,27 +174,6 @@ def team_settings(document: PlanDocument) -> dict[str, Any]:
 
 def _millis(moment: datetime) -> int:
     return int(as_utc(moment).timestamp() * 1000)
-
-
-def applied_unloads_before(store: Store, cluster: str, before: datetime) -> dict[str, int]:
-    """Each bundle's latest applied unload that finished before `before` (epoch millis): what the store's recently
-    unloaded bundles held then (the executor records one per applied unload)."""
-    applied = [status.value for status in APPLIED_ATTEMPT_STATUSES]
-    with store.session() as session:
-        rows = session.execute(
-            select(PlanAction.bundle, func.max(ActionExecution.finished_at))
-            .join(ActionExecution, ActionExecution.action_id == PlanAction.id)
-            .join(Plan, Plan.id == PlanAction.plan_id)
-            .join(Cluster, Cluster.id == Plan.cluster_id)
-            .where(
-                Cluster.name == cluster,
-                PlanAction.kind == ActionKind.UNLOAD.value,
-                ActionExecution.status.in_(applied),
-                ActionExecution.finished_at < before,
-            )
-            .group_by(PlanAction.bundle)
-        ).all()
-    return {bundle: _millis(finished) for bundle, finished in rows if finished is not None}
 
 
 def replan(store: Store, root: str | Path, stored: StoredPlan) -> PlanDocument:

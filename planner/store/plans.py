@@ -697,10 +697,28 @@ def recently_unloaded_brokers(
     """The source brokers of the cluster's unloads that took effect within `within` before `as_of`, each with its
     latest (epoch millis): TransferShedder's cool-down input (Pulsar's UnloadScheduler records the source broker
     of every unload it completes)."""
+    return _latest_applied_unloads(
+        store,
+        cluster,
+        PlanAction.source,
+        ActionExecution.finished_at > as_of - within,
+        ActionExecution.finished_at <= as_of,
+    )
+
+
+def applied_unloads_before(store: Store, cluster: str, before: datetime) -> dict[str, int]:
+    """Each bundle's latest applied unload that finished before `before` (epoch millis): what the store's recently
+    unloaded bundles held then (the executor records one per applied unload)."""
+    return _latest_applied_unloads(store, cluster, PlanAction.bundle, ActionExecution.finished_at < before)
+
+
+def _latest_applied_unloads(store: Store, cluster: str, key: Any, *window: Any) -> dict[str, int]:
+    """Per `key` (the unload's source broker or its bundle), the latest applied unload of the cluster finished in
+    `window` (epoch millis)."""
     applied = [status.value for status in APPLIED_ATTEMPT_STATUSES]
     with store.session() as session:
         rows = session.execute(
-            select(PlanAction.source, func.max(ActionExecution.finished_at))
+            select(key, func.max(ActionExecution.finished_at))
             .join(ActionExecution, ActionExecution.action_id == PlanAction.id)
             .join(Plan, Plan.id == PlanAction.plan_id)
             .join(Cluster, Cluster.id == Plan.cluster_id)
@@ -708,9 +726,8 @@ def recently_unloaded_brokers(
                 Cluster.name == cluster,
                 PlanAction.kind == ActionKind.UNLOAD.value,
                 ActionExecution.status.in_(applied),
-                ActionExecution.finished_at > as_of - within,
-                ActionExecution.finished_at <= as_of,
+                *window,
             )
-            .group_by(PlanAction.source)
+            .group_by(key)
         ).all()
-    return {source: int(as_utc(finished).timestamp() * 1000) for source, finished in rows if finished is not None}
+    return {name: int(as_utc(finished).timestamp() * 1000) for name, finished in rows if finished is not None}
