@@ -38,12 +38,30 @@ def parse_time(text: str | None, option: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def simulation_choices(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The policies to run and the brokers' settings (`--broker-conf` keys Pulsar knows, then `--set`), each checked
+    before anything runs; the same for a scenario and a replay."""
+    from planner.pulsar.config import parse_assignments, read_properties
+    from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
+
+    if args.target is not None and not args.target > 0:
+        raise InputError(f"invalid --target {args.target}: must be a positive number of points")
+    policies = [parse_policy(text).name for text in args.policies or DEFAULT_POLICIES]
+    if len(set(policies)) != len(policies):
+        raise InputError("invalid --policy: a policy is given twice")
+    overrides: dict[str, str] = {}
+    if args.broker_conf is not None:
+        known = PulsarConfig.known_keys()
+        overrides.update({k: v for k, v in read_properties(args.broker_conf).items() if k in known})
+    overrides.update(parse_assignments(args.settings))
+    PulsarConfig.from_settings(overrides, source="--set")  # bad values fail before anything runs
+    return policies, overrides
+
+
 def command_replay(args: argparse.Namespace) -> int | None:
     # Imported here: numpy, the simulator and the store load only for this command.
     from planner.audit.replays import write_replay
-    from planner.pulsar.config import parse_assignments, read_properties
     from planner.simulator import report
-    from planner.simulator.engine import DEFAULT_POLICIES, parse_policy
     from planner.simulator.live_check import check_live_plans
     from planner.simulator.recorded import read_history
     from planner.simulator.replay import (
@@ -65,17 +83,7 @@ def command_replay(args: argparse.Namespace) -> int | None:
     start, end = parse_time(args.start, "--from"), parse_time(args.end, "--to")
     if end <= start:
         raise InputError(f"invalid --to {args.end}: not after --from {args.start}")
-    if args.target is not None and not args.target > 0:
-        raise InputError(f"invalid --target {args.target}: must be a positive number of points")
-    policies = [parse_policy(text).name for text in args.policies or DEFAULT_POLICIES]
-    if len(set(policies)) != len(policies):
-        raise InputError("invalid --policy: a policy is given twice")
-    overrides: dict[str, str] = {}
-    if args.broker_conf is not None:
-        known = PulsarConfig.known_keys()
-        overrides.update({k: v for k, v in read_properties(args.broker_conf).items() if k in known})
-    overrides.update(parse_assignments(args.settings))
-    PulsarConfig.from_settings(overrides, source="--set")  # bad values fail before anything is read
+    policies, overrides = simulation_choices(args)
     store, root = open_store(args), storage_root()
     history = read_history(root, store, args.replay, start, end)
     comparison, _ = compare_replay(

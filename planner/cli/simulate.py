@@ -10,7 +10,6 @@ from planner.arguments import COUNT, SEED, SPREAD_POINTS
 from planner.cli import replay
 from planner.cli.common import Commands, add_config_options, print_json
 from planner.errors import InputError
-from planner.pulsar.config import PulsarConfig
 
 if TYPE_CHECKING:
     from planner.simulator.engine import ClusterPolicyMode
@@ -19,9 +18,8 @@ if TYPE_CHECKING:
 
 def command_simulate(args: argparse.Namespace) -> int | None:
     # Imported here: numpy and the simulator load only for this command.
-    from planner.pulsar.config import parse_assignments, read_properties
     from planner.simulator import report
-    from planner.simulator.engine import DEFAULT_POLICIES, ClusterPolicyMode, parse_policy
+    from planner.simulator.engine import ClusterPolicyMode
     from planner.simulator.scenario import builtin_scenarios, load_scenario
 
     if args.replay:
@@ -33,17 +31,7 @@ def command_simulate(args: argparse.Namespace) -> int | None:
         raise InputError("simulate needs either --scenario NAME, --all or --replay CLUSTER")
     if args.all and args.plot:
         raise InputError("--plot draws one scenario; with --all use --markdown FILE (plots go beside it)")
-    if args.target is not None and not args.target > 0:
-        raise InputError(f"invalid --target {args.target}: must be a positive number of points")
-    policies = [parse_policy(text).name for text in args.policies or DEFAULT_POLICIES]
-    if len(set(policies)) != len(policies):
-        raise InputError("invalid --policy: a policy is given twice")
-    overrides: dict[str, str] = {}
-    if args.broker_conf is not None:
-        known = PulsarConfig.known_keys()
-        overrides.update({k: v for k, v in read_properties(args.broker_conf).items() if k in known})
-    overrides.update(parse_assignments(args.settings))
-    PulsarConfig.from_settings(overrides, source="--set")  # bad values fail before anything runs
+    policies, overrides = replay.simulation_choices(args)
     names = [*builtin_scenarios(), "random:1", "random:2"] if args.all else [args.scenario]
     scenarios = [load_scenario(name) for name in names]
     mode = ClusterPolicyMode(args.cluster_policies)
