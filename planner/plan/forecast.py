@@ -20,6 +20,18 @@ from planner.pulsar.java_numbers import percent_usage
 from planner.pulsar.model import LoadData
 
 
+def weighted_score(
+    cpu: float, direct_memory: float, bandwidth_in: float, bandwidth_out: float, weights: ResourceWeights
+) -> float:
+    """A broker's score from its usage percents: the weighted max, as predictions and measurements are scored."""
+    return max(
+        cpu * weights.cpu,
+        direct_memory * weights.direct_memory,
+        bandwidth_in * weights.bandwidth_in,
+        bandwidth_out * weights.bandwidth_out,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Move:
     bundle: str
@@ -38,12 +50,7 @@ class BrokerLoad:
     traffic: Traffic
 
     def score(self, weights: ResourceWeights) -> float:
-        return max(
-            self.cpu * weights.cpu,
-            self.direct_memory * weights.direct_memory,
-            self.bandwidth_in * weights.bandwidth_in,
-            self.bandwidth_out * weights.bandwidth_out,
-        )
+        return weighted_score(self.cpu, self.direct_memory, self.bandwidth_in, self.bandwidth_out, weights)
 
     def changed_by(self, traffic: Traffic, sign: float, fits: Mapping[str, ResourceFit]) -> BrokerLoad:
         """The load after `traffic` arrives (sign +1) or leaves (-1), costed with this broker's fits."""

@@ -23,6 +23,7 @@ from enum import StrEnum
 from planner.actions import ActionKind
 from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, AttemptStatus
 from planner.plan.document import BrokerForecast, PlanDocument, PlannedAction
+from planner.plan.forecast import weighted_score
 from planner.plan.usage_model import SNAPSHOT, Traffic
 from planner.pulsar.config import PulsarConfig, ResourceWeights
 from planner.store.models import as_utc
@@ -78,12 +79,7 @@ class ResourceUsage:
 
     def score(self, weights: ResourceWeights) -> float:
         """The weighted max usage (percent points), as the forecast scores it."""
-        return max(
-            self.cpu * weights.cpu,
-            self.direct_memory * weights.direct_memory,
-            self.bandwidth_in * weights.bandwidth_in,
-            self.bandwidth_out * weights.bandwidth_out,
-        )
+        return weighted_score(self.cpu, self.direct_memory, self.bandwidth_in, self.bandwidth_out, weights)
 
     def to_json(self) -> dict[str, float]:
         return {
