@@ -118,6 +118,8 @@ def test_executed_plans_are_measured_shown_and_a_traffic_change_is_flagged(
         print(json.dumps({key: figures[key] for key in ("undisturbed", "all", "trend", "reasons")}, indent=2))
     assert [plan["plan"] for plan in figures["plans"]] == plans and figures["all"]["count"] == 4
     assert figures["reasons"].get("traffic-changed") == 1, figures["reasons"]
+    # The three plans the traffic left alone are the model's own accuracy, snapshot-only model and all.
+    assert figures["undisturbed"]["count"] == 3, figures["undisturbed"]
     [flagged] = [miss for miss in figures["misses"] if miss["plan"] == plans[3]]
     assert any(note["reason"] == "traffic-changed" for note in flagged["disturbances"]), flagged
     text = run(["accuracy", name, "--db", db], capsys)["text"]
