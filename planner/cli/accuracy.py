@@ -13,7 +13,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from planner.arguments import COUNT, ID, SECONDS
-from planner.cli.common import Commands, add_plan_cluster_options, add_store_options, open_store, print_json
+from planner.cli.common import (
+    Commands,
+    add_plan_cluster_options,
+    add_store_options,
+    open_store,
+    plan_cluster_client,
+    print_json,
+)
 from planner.errors import InputError
 from planner.settings import planner_settings, storage_root
 
@@ -99,7 +106,6 @@ def show_plan_accuracy(args: argparse.Namespace, plan_id: int) -> None:
 def measure_again(args: argparse.Namespace, plan_id: int) -> None:
     """Collect the plan's cluster now and record it as the plan's measurement (the newest counts)."""
     from planner.audit.outcomes import outcome_of_plan
-    from planner.cli.execution import plan_cluster_client
     from planner.errors import NotFoundError
     from planner.store.plans import plan_record
 

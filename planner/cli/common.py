@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
 from planner.arguments import admin_url
-from planner.collect.admin_client import AdminError
+from planner.collect.admin_client import AdminError, PulsarAdminClient
 from planner.collect.clusters import ClusterSettings, find_cluster
 from planner.errors import InputError, format_validation_error
 from planner.plan.shedding.registry import STRATEGIES
@@ -152,6 +153,27 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
         except ValidationError as error:
             raise InputError(format_validation_error(error, "--admin-url")) from None
     raise InputError(f"{args.command} needs --cluster NAME (from the clusters file) or --admin-url URL")
+
+
+@contextlib.contextmanager
+def plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
+    """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
+    the clusters file; a URL of another cluster is refused. A cluster that cannot be read is a runtime failure
+    (exit 1: `run_command`), not bad input."""
+    from planner.audit.plan_records import show_plan
+
+    plan_cluster = show_plan(store, plan_id).cluster
+    if args.cluster and args.cluster != plan_cluster:
+        raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
+    if not args.cluster and not args.admin_url:
+        args.cluster = plan_cluster
+    with cluster_settings(args).client() as client:
+        if args.admin_url and client.cluster_name() != plan_cluster:
+            raise InputError(
+                f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
+                f"but plan {plan_id} is for {plan_cluster!r}"
+            )
+        yield client
 
 
 def read_json_file(path: Path, what: str) -> Any:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +17,7 @@ from planner.cli.common import (
     add_store_options,
     cluster_settings,
     open_store,
+    plan_cluster_client,
     print_json,
 )
 from planner.collect.admin_client import PulsarAdminClient
@@ -95,27 +94,6 @@ def _executor_settings(args: argparse.Namespace) -> ExecutorSettings:
             value = timedelta(seconds=value)
         values[field] = value
     return planner_settings().executor.overridden(values, "execute options")
-
-
-@contextlib.contextmanager
-def plan_cluster_client(args: argparse.Namespace, store: Store, plan_id: int) -> Iterator[PulsarAdminClient]:
-    """An admin client of the plan's cluster: `--cluster`, `--admin-url`, or by default the plan's cluster in
-    the clusters file; a URL of another cluster is refused. A cluster that cannot be read is a runtime failure
-    (exit 1: `run_command`), not bad input."""
-    from planner.audit.plan_records import show_plan
-
-    plan_cluster = show_plan(store, plan_id).cluster
-    if args.cluster and args.cluster != plan_cluster:
-        raise InputError(f"plan {plan_id} is for cluster {plan_cluster!r}, not --cluster {args.cluster!r}")
-    if not args.cluster and not args.admin_url:
-        args.cluster = plan_cluster
-    with cluster_settings(args).client() as client:
-        if args.admin_url and client.cluster_name() != plan_cluster:
-            raise InputError(
-                f"--admin-url {args.admin_url} belongs to cluster {client.cluster_name()!r}, "
-                f"but plan {plan_id} is for {plan_cluster!r}"
-            )
-        yield client
 
 
 def print_progress(event: ProgressEvent) -> None:
