@@ -29,9 +29,9 @@ from planner.audit.review.app import URL_PREFIX
 from planner.collect.collector import collect
 from planner.errors import InputError
 from planner.execute.executor import execute_plan
-from planner.lifecycle import Decision
+from planner.lifecycle import Decision, PlanStatus
 from planner.orchestrate import daily_replay, scale_events
-from planner.orchestrate.measure import measure_plan
+from planner.orchestrate.measure import MeasuredOutcome, measure_plan
 from planner.orchestrate.rollback import ROLLBACK, plan_rollback
 from planner.orchestrate.runner import PlanRequest, commit_job_output, job_request
 from planner.plan.document import JobResult, PlanDocument, PlanSummary
@@ -399,11 +399,21 @@ def report_outcome(cluster: str, run_id: str, context: Any = None) -> dict[str, 
             actor="airflow:report",
             cluster_name=cluster,
         )
-    snapshot = measured.measurement.snapshot_id
     status = show_plan(planner_store, plan_id).status
-    notice = execution_event(status)
+    tell_outcome(cluster, run_id, status, measured, context or {})
+    return {
+        "plan": plan_id,
+        "status": status.value,
+        "snapshotAfter": measured.measurement.snapshot_id,
+        **measured.to_json(),
+    }
+
+
+def tell_outcome(cluster: str, run_id: str, status: PlanStatus, measured: MeasuredOutcome, context: Any) -> None:
+    """How the execution ended, to the notifiers; and a crossing of the accuracy bound, when this measurement made
+    one (told once per crossing: the store remembers the last)."""
+    snapshot = measured.measurement.snapshot_id
     details = [f"Status {status.value}; the load measured again is in snapshot {snapshot}."]
-    notify_plan(cluster, run_id, notice, context or {}, details)
+    notify_plan(cluster, run_id, execution_event(status), context, details)
     if measured.alert is not None:
-        notify_plan(cluster, run_id, accuracy_event(measured.alert.state), context or {}, [measured.alert.text])
-    return {"plan": plan_id, "status": status.value, "snapshotAfter": snapshot, **measured.to_json()}
+        notify_plan(cluster, run_id, accuracy_event(measured.alert.state), context, [measured.alert.text])

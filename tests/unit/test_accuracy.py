@@ -364,3 +364,31 @@ def test_a_measurement_that_fails_after_execute_is_a_warning_and_the_execution_s
     monkeypatch.setattr(accuracy_cli, "measure_executed", defect)
     with pytest.raises(KeyError):
         _measure_after(None, None, moved)  # type: ignore[arg-type]
+
+
+def test_the_report_task_tells_the_notifiers_of_a_crossing_once(store, tmp_path, monkeypatch) -> None:
+    from planner.airflow.tasks import tell_outcome
+    from planner.orchestrate.measure import MeasuredOutcome
+    from tests.receivers import notification_env, webhook_receiver
+
+    runs = []
+    for index in range(3):
+        # Run keys as the plan DAG commits them: the run id, the cluster, the rest.
+        executed_plan(store, f"run-{index}:west:1", measured_at=NOW - timedelta(hours=3 - index), scores=(60, 38))
+        runs.append(f"run-{index}")
+        reset_state(store)
+    bound = AccuracyBound(p90=5.0, window=timedelta(days=7))
+    [*_, newest] = measured_plans(store, "west")
+    outcome = plan_outcome(newest.record, newest.measurement)
+    with webhook_receiver() as receiver:
+        for name, value in notification_env(None, receiver).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("PULSAR_REBALANCE_DB_URL", f"sqlite:///{tmp_path / 'planner.db'}")
+        for _ in range(2):  # the report task run twice (a cleared task): the crossing is told the first time only
+            alert = check_bound(store, "west", bound, NOW, actor="test")
+            measured = MeasuredOutcome(newest.measurement, outcome, True, alert)
+            tell_outcome("west", runs[-1], PlanStatus.EXECUTED, measured, {})
+        events = [document["event"] for _, _, document in receiver.received]
+    assert events.count("accuracy-outside") == 1 and len(events) == 3, events
+    [told] = [document for _, _, document in receiver.received if document["event"] == "accuracy-outside"]
+    assert told["plan"] == newest.record.id and told["cluster"] == "west" and "20.0" in told["text"], told
