@@ -142,13 +142,22 @@ def command_execute(args: argparse.Namespace) -> int:
 
 
 def _measure_after(store: Store, client: PulsarAdminClient, report: ExecutionReport) -> dict[str, object] | None:
-    """The load measured again once something moved (`accuracy measure` does it later): a measurement that fails
-    is one warning line, and the execution's own result and exit code stand."""
+    """The load measured again once the whole plan took effect (`accuracy measure` does it later): a measurement that
+    fails is one warning line, and the execution's own result and exit code stand. A stopped or partial execution
+    exits at once, as its operator expects, rather than wait for the load to settle: its outcome would be disturbed
+    (actions not applied) and teach the calibration nothing."""
     from planner.cli.accuracy import measure_executed
     from planner.cli.common import runtime_failure
-    from planner.lifecycle import APPLIED_ATTEMPT_STATUSES
+    from planner.lifecycle import APPLIED_ATTEMPT_STATUSES, PlanStatus
 
     if not any(status in APPLIED_ATTEMPT_STATUSES for status in report.results.values()):
+        return None
+    if report.status is not PlanStatus.EXECUTED:
+        print(
+            f"plan {report.plan_id} not measured: its execution ended {report.status.value}; "
+            f"`accuracy measure {report.plan_id}` measures it when you want",
+            file=sys.stderr,
+        )
         return None
     try:
         since = datetime.now(UTC)

@@ -47,8 +47,9 @@ FAULTY = ExecutorSettings(
     lease=timedelta(seconds=60),
 )
 # The CLI's settings in the kill test: a short lease, so a rerun takes over soon after a kill.
+# Measuring the load afterwards is not what these tests prove (test_accuracy_on_cluster.py does): left out.
 CLI_SETTINGS = [
-    *("--actions-per-minute", "0", "--request-timeout", "4", "--verify-timeout", "8"),
+    *("--no-measure", "--actions-per-minute", "0", "--request-timeout", "4", "--verify-timeout", "8"),
     *("--settle", "2", "--lease", "15", "--wait-for-claim", "40"),
 ]
 
@@ -162,7 +163,7 @@ def _execute_without_waiting(plan_id, admin_url, db_url) -> subprocess.Completed
     """A real `execute` with the CLI's defaults: a claim someone else holds is refused at once."""
     env = {key: value for key, value in os.environ.items() if key != FAILPOINT_ENV}
     command = [sys.executable, "-m", "planner.cli", "execute", str(plan_id), "--admin-url", admin_url, "--db", db_url]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*command, "--no-measure"], env=env, capture_output=True, text=True, timeout=120)
 
 
 MOVED = {"succeeded", "reconciled-applied"}
