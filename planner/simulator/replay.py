@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -71,10 +72,15 @@ class RecordedHistory:
     bundles: pa.Table
     missing: Mapping[int, frozenset[str]] = field(default_factory=dict)
     declarations: ClusterDeclarations | None = None
+    # Read once from the table: the replay asks for them per snapshot, and reading them per call made it quadratic.
+    _taken_at: Mapping[int, datetime] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.brokers.num_rows == 0:
             raise InputError(f"replay of cluster {self.cluster!r}: no snapshots recorded in the window")
+        ids = self.brokers.column("snapshot_id").to_pylist()
+        times = self.brokers.column("taken_at").to_pylist()
+        object.__setattr__(self, "_taken_at", MappingProxyType(dict(sorted(zip(ids, times, strict=True)))))
 
     @property
     def policies(self) -> ClusterPolicies | None:
@@ -82,22 +88,20 @@ class RecordedHistory:
 
     @property
     def snapshot_ids(self) -> list[int]:
-        return sorted(set(self.brokers.column("snapshot_id").to_pylist()))
+        return list(self._taken_at)
 
     @property
-    def taken_at(self) -> dict[int, datetime]:
+    def taken_at(self) -> Mapping[int, datetime]:
         """Each snapshot's time."""
-        ids = self.brokers.column("snapshot_id").to_pylist()
-        times = self.brokers.column("taken_at").to_pylist()
-        return dict(zip(ids, times, strict=True))
+        return self._taken_at
 
     @property
     def start(self) -> datetime:
-        return min(self.taken_at.values())
+        return min(self._taken_at.values())
 
     @property
     def end(self) -> datetime:
-        return max(self.taken_at.values())
+        return max(self._taken_at.values())
 
     def minute_of(self, moment: datetime) -> int:
         """The replay's minute of a moment: whole minutes since the first snapshot."""
