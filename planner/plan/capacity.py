@@ -51,6 +51,7 @@ from planner.plan.usage_model import (
     UsageModels,
     fit_usage_models,
     histories_from_columns,
+    percent_of_limit,
 )
 from planner.pulsar.config import ResourceWeights
 
@@ -259,10 +260,6 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=float))) if len(values) else 0.0
 
 
-def _percent(usage: float, limit: float) -> float:
-    return usage / limit * 100.0 if limit > 0 else 0.0
-
-
 def capacity_inputs(
     cluster: str,
     brokers: Mapping[str, Sequence[Any]],
@@ -296,10 +293,10 @@ def capacity_inputs(
     for broker, rows in sorted(per_broker.items()):
         limits[broker] = {column: _median([float(brokers[column][row]) for row in rows]) for column in LIMIT_COLUMNS}
         direct = _median(
-            [
-                _percent(float(brokers["direct_memory_usage"][row]), float(brokers["direct_memory_limit"][row]))
-                for row in rows
-            ]
+            percent_of_limit(
+                np.asarray([brokers["direct_memory_usage"][row] for row in rows], dtype=float),
+                np.asarray([brokers["direct_memory_limit"][row] for row in rows], dtype=float),
+            ).tolist()
         )
         fits = {resource: fit for resource in RESOURCES if (fit := models.fit(broker, resource)) is not None}
         for resource in RESOURCES:
@@ -361,7 +358,8 @@ def _window_estimate(brokers: Mapping[str, Sequence[Any]]) -> dict[str, Resource
     per message, NIC in and out per byte."""
 
     def total(usage: str, limit: str) -> float:
-        return sum(_percent(float(u), float(c)) for u, c in zip(brokers[usage], brokers[limit], strict=True))
+        percents = percent_of_limit(np.asarray(brokers[usage], dtype=float), np.asarray(brokers[limit], dtype=float))
+        return float(np.sum(percents))
 
     def driven(*columns: str) -> float:
         return sum(float(value) for column in columns for value in brokers[column])

@@ -181,7 +181,7 @@ def _pooled(histories: Mapping[str, BrokerHistory]) -> BrokerHistory:
     )
 
 
-def _percent(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
+def percent_of_limit(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """usage / limit * 100, 0 where the limit is unknown (as Pulsar's percentUsage)."""
     safe = np.where(limit > 0, limit, 1.0)
     return np.where(limit > 0, usage / safe * 100.0, 0.0)
@@ -200,9 +200,9 @@ def histories_from_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Br
         return np.asarray(columns[name], dtype=float)
 
     usage = {
-        "cpu": _percent(column("cpu_usage"), column("cpu_limit")),
-        "bandwidthIn": _percent(column("bandwidth_in_usage"), column("bandwidth_in_limit")),
-        "bandwidthOut": _percent(column("bandwidth_out_usage"), column("bandwidth_out_limit")),
+        "cpu": percent_of_limit(column("cpu_usage"), column("cpu_limit")),
+        "bandwidthIn": percent_of_limit(column("bandwidth_in_usage"), column("bandwidth_in_limit")),
+        "bandwidthOut": percent_of_limit(column("bandwidth_out_usage"), column("bandwidth_out_limit")),
     }
     traffic = {
         name: column(name) for name in ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
