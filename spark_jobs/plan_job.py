@@ -60,6 +60,7 @@ _MODEL_COLUMNS = (
     "cluster",
     "broker",
     "snapshot_id",
+    "taken_at",
     "cpu_usage",
     "cpu_limit",
     "bandwidth_in_usage",
@@ -79,9 +80,9 @@ def usage_models(brokers: DataFrame) -> dict[str, UsageModels]:
     def fit(frame: Any) -> Any:
         import pandas as pd
 
-        from planner.plan.usage_model import fit_usage_models, histories_from_columns
+        from planner.plan.usage_model import planning_models
 
-        models = fit_usage_models(histories_from_columns(frame))
+        models = planning_models(frame)  # the plan is made on the cluster's newest snapshot
         return pd.DataFrame({"cluster": [str(frame["cluster"].iloc[0])], "models": [json.dumps(models.to_json())]})
 
     fitted = brokers.select(*_MODEL_COLUMNS).groupBy("cluster").applyInPandas(fit, "cluster string, models string")

@@ -1,11 +1,14 @@
 """Predicted per-broker load before and after a plan's moves.
 
 Message rate and throughput move with the bundles (their short-term averages, what the strategies
-rank by). Resource usage starts from what each broker reported and changes by the moved traffic's
-cost on that broker, from its usage model (`planner.plan.usage_model`): its own fitted costs, the
-cluster-wide fit, or without history the snapshot's average cost. Anchoring at the measured usage
-keeps what no model explains (a busy neighbour on the host) in the prediction. Direct memory does
-not follow traffic and stays as reported.
+rank by). Resource usage starts from what each broker used lately (`starting_loads`: its last
+samples' mean usage, brought to its current traffic by its costs; the reported usage when it has no
+samples) and changes by the moved traffic's cost on that broker, from its usage model
+(`planner.plan.usage_model`): its own fitted costs, the cluster-wide fit, or without history the
+snapshot's average cost. Anchoring at measured usage keeps what no model explains (a busy neighbour
+on the host) in the prediction; averaging a few samples keeps one report's noise out of it. The
+"before" of a forecast stays the reported load. Direct memory does not follow traffic and stays as
+reported.
 """
 
 from __future__ import annotations
@@ -77,6 +80,21 @@ def measured_loads(load_data: LoadData) -> dict[str, BrokerLoad]:
     }
 
 
+def starting_loads(load_data: LoadData, fits: Mapping[str, Mapping[str, ResourceFit]]) -> dict[str, BrokerLoad]:
+    """Every broker's load that predictions start from: per resource its usage at its current traffic, from its
+    recent samples (`ResourceFit.usage_now`); `fits` are the resolved models of every broker of `load_data`."""
+    loads = {}
+    for broker_id, reported in measured_loads(load_data).items():
+        own = fits[broker_id]
+        loads[broker_id] = replace(
+            reported,
+            cpu=own["cpu"].usage_now(reported.cpu, reported.traffic, "cpu"),
+            bandwidth_in=own["bandwidthIn"].usage_now(reported.bandwidth_in, reported.traffic, "bandwidthIn"),
+            bandwidth_out=own["bandwidthOut"].usage_now(reported.bandwidth_out, reported.traffic, "bandwidthOut"),
+        )
+    return loads
+
+
 def bundle_traffic(load_data: LoadData, bundle: str) -> Traffic:
     """A bundle's short-term averages: the traffic that moves with it."""
     data = load_data.bundle_data.get(bundle)
@@ -108,7 +126,7 @@ def forecast(
 ) -> list[BrokerForecast]:
     fits = resolved_models(load_data, usage_models)
     before = measured_loads(load_data)
-    after = before
+    after = starting_loads(load_data, fits)
     for move in moves:
         if move.bundle in load_data.bundle_data:
             after = after_move(after, move, bundle_traffic(load_data, move.bundle), fits)

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from planner.actions import ActionKind
 from planner.errors import InputError, format_validation_error
 from planner.plan.document import MaintenanceDocument, PlanDocument, PlannedAction, ScaleEventRef
-from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, measured_loads
+from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, forecast, starting_loads
 from planner.plan.usage_model import ResourceFit, UsageModels, resolved_models
 from planner.pulsar.bundle_range import namespace_of
 from planner.pulsar.config import PulsarConfig
@@ -131,7 +131,7 @@ class _Placement:
     def __init__(self, load_data: LoadData, config: PulsarConfig, usage_models: UsageModels | None) -> None:
         self.load_data, self.config = load_data, config
         self.fits: dict[str, dict[str, ResourceFit]] = resolved_models(load_data, usage_models)
-        self.loads: dict[str, BrokerLoad] = measured_loads(load_data)
+        self.loads: dict[str, BrokerLoad] = starting_loads(load_data, self.fits)
         self.moves: list[Move] = []
 
     def after(self, move: Move) -> dict[str, BrokerLoad]:

@@ -14,6 +14,11 @@ the broker gets the cluster-wide fit (all brokers' samples pooled), with its own
 has any samples. Without usable history, `snapshot_models` gives the first-order estimate from one
 snapshot: the cluster's usage divided by its traffic, no background.
 
+With each fit goes the broker's recent load (`RecentLoad`): its usage and traffic averaged over the
+samples of the `RECENT_WINDOW_SECONDS` up to the snapshot the plan is made on. The forecast starts from it rather than
+from the one report of the snapshot: a single report carries that minute's noise (a GC pause, a
+neighbour's burst) into every prediction made from it.
+
 Pure and deterministic: the simulator, the CLI and the Spark job all fit with this module.
 """
 
@@ -34,6 +39,9 @@ RESOURCES = ("cpu", "bandwidthIn", "bandwidthOut")
 # One hour of 5-minute collections: fewer samples say little about a broker's costs.
 MIN_SAMPLES = 12
 MIN_R_SQUARED = 0.8
+# The forecast's starting load averages the samples of the last 15 minutes (three 5-minute collections): short
+# enough that a broker's background has not moved, long enough to divide one report's noise by about 1.7.
+RECENT_WINDOW_SECONDS = 15 * 60
 # Below this relative variation the traffic is "constant" and the costs cannot be told from the background.
 _MIN_RELATIVE_VARIATION = 1e-9
 
@@ -71,8 +79,31 @@ class Traffic:
 
 
 @dataclass(frozen=True, slots=True)
+class RecentLoad:
+    """One resource of a broker over its recent samples: mean usage percent and the mean traffic driving it."""
+
+    usage: float  # percent
+    messages: float  # msg/s that drive the resource
+    volume: float  # byte/s that drive the resource
+    samples: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usage": self.usage, "messages": self.messages, "volume": self.volume, "samples": self.samples}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> RecentLoad:
+        return cls(
+            usage=float(document["usage"]),
+            messages=float(document["messages"]),
+            volume=float(document["volume"]),
+            samples=int(document["samples"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ResourceFit:
-    """One resource's usage model; `r_squared` and `samples` describe the fit actually used."""
+    """One resource's usage model; `r_squared` and `samples` describe the fit actually used. `recent` is the
+    broker's recent load of that resource (None for a fit that is not one broker's, or without samples)."""
 
     intercept: float  # percent
     per_msg: float  # percent per msg/s
@@ -80,14 +111,24 @@ class ResourceFit:
     r_squared: float | None
     samples: int
     source: str  # BROKER, CLUSTER or SNAPSHOT
+    recent: RecentLoad | None = None
 
     def cost(self, traffic: Traffic, resource: str) -> float:
         """Percent of the resource that `traffic` uses on this broker, background excluded."""
         messages, volume = traffic.drivers(resource)
         return self.per_msg * messages + self.per_byte * volume
 
+    def usage_now(self, reported: float, traffic: Traffic, resource: str) -> float:
+        """The broker's usage at its current `traffic`: its recent samples' mean usage, moved by the cost of the
+        traffic's change since them, or the `reported` percent when there are none."""
+        if self.recent is None:
+            return reported
+        messages, volume = traffic.drivers(resource)
+        change = self.per_msg * (messages - self.recent.messages) + self.per_byte * (volume - self.recent.volume)
+        return max(0.0, self.recent.usage + change)
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "intercept": self.intercept,
             "perMsg": self.per_msg,
             "perByte": self.per_byte,
@@ -95,10 +136,14 @@ class ResourceFit:
             "samples": self.samples,
             "source": self.source,
         }
+        if self.recent is not None:
+            document["recent"] = self.recent.to_json()
+        return document
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> ResourceFit:
         r_squared = document.get("rSquared")
+        recent = document.get("recent")
         return cls(
             intercept=float(document["intercept"]),
             per_msg=float(document["perMsg"]),
@@ -106,6 +151,7 @@ class ResourceFit:
             r_squared=None if r_squared is None else float(r_squared),
             samples=int(document["samples"]),
             source=str(document["source"]),
+            recent=None if recent is None else RecentLoad.from_json(recent),
         )
 
 
@@ -145,8 +191,10 @@ class UsageModels:
 
 @dataclass(frozen=True, slots=True)
 class BrokerHistory:
-    """One broker's samples, oldest first: traffic and usage percent of each resource."""
+    """One broker's samples, oldest first: when each was taken (seconds), traffic and usage percent of each
+    resource."""
 
+    taken_at: np.ndarray  # seconds since the epoch
     msg_rate_in: np.ndarray
     msg_rate_out: np.ndarray
     throughput_in: np.ndarray
@@ -173,6 +221,7 @@ def _pooled(histories: Mapping[str, BrokerHistory]) -> BrokerHistory:
     """All brokers' samples as one history: what the cluster-wide fit is fitted on."""
     parts = list(histories.values())
     return BrokerHistory(
+        taken_at=np.concatenate([h.taken_at for h in parts]),
         msg_rate_in=np.concatenate([h.msg_rate_in for h in parts]),
         msg_rate_out=np.concatenate([h.msg_rate_out for h in parts]),
         throughput_in=np.concatenate([h.throughput_in for h in parts]),
@@ -199,6 +248,7 @@ def histories_from_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Br
     def column(name: str) -> np.ndarray:
         return np.asarray(columns[name], dtype=float)
 
+    taken_at = _epoch_seconds(columns["taken_at"])
     usage = {
         "cpu": percent_of_limit(column("cpu_usage"), column("cpu_limit")),
         "bandwidthIn": percent_of_limit(column("bandwidth_in_usage"), column("bandwidth_in_limit")),
@@ -212,6 +262,7 @@ def histories_from_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Br
         rows = np.flatnonzero(brokers == broker)
         rows = rows[np.argsort(snapshots[rows], kind="stable")]
         histories[broker] = BrokerHistory(
+            taken_at=taken_at[rows],
             msg_rate_in=traffic["msg_rate_in"][rows],
             msg_rate_out=traffic["msg_rate_out"][rows],
             throughput_in=traffic["msg_throughput_in"][rows],
@@ -219,6 +270,40 @@ def histories_from_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, Br
             usage={resource: values[rows] for resource, values in usage.items()},
         )
     return histories
+
+
+def _epoch_seconds(values: Sequence[Any]) -> np.ndarray:
+    """Seconds since the epoch of timestamps as pyarrow (datetimes) or pandas (datetime64 or Timestamps) give them."""
+    array = np.asarray(values)
+    if np.issubdtype(array.dtype, np.datetime64):
+        return array.astype("datetime64[ms]").astype(np.int64) / 1000.0
+    return np.array([moment.timestamp() for moment in array.tolist()], dtype=float)
+
+
+def newest_sample(histories: Mapping[str, BrokerHistory]) -> float | None:
+    """When the newest of the histories' samples was taken: the snapshot a plan on the newest samples is made on."""
+    return max((float(history.taken_at.max()) for history in histories.values() if len(history)), default=None)
+
+
+def _recent_loads(histories: Mapping[str, BrokerHistory], now: float) -> dict[str, dict[str, RecentLoad]]:
+    """Per broker and resource, the mean of its samples taken in the `RECENT_WINDOW_SECONDS` up to `now` (the
+    snapshot a plan is made on, itself one of the samples): a broker with no sample in that window has none."""
+    loads: dict[str, dict[str, RecentLoad]] = {}
+    for broker, history in sorted(histories.items()):
+        recent = (history.taken_at > now - RECENT_WINDOW_SECONDS) & (history.taken_at <= now)
+        count = int(np.count_nonzero(recent))
+        if not count:
+            continue
+        loads[broker] = {}
+        for resource in RESOURCES:
+            messages, volume = history.drivers(resource)
+            loads[broker][resource] = RecentLoad(
+                float(np.mean(history.usage[resource][recent])),
+                float(np.mean(messages[recent])),
+                float(np.mean(volume[recent])),
+                count,
+            )
+    return loads
 
 
 def _least_squares(
@@ -254,10 +339,16 @@ def _usable(r_squared: float | None, samples: int, min_samples: int, min_r_squar
 def fit_usage_models(
     histories: Mapping[str, BrokerHistory],
     *,
+    now: float | None = None,
     min_samples: int = MIN_SAMPLES,
     min_r_squared: float = MIN_R_SQUARED,
 ) -> UsageModels:
-    """Per broker and resource: its own fit if usable, else the cluster-wide fit with its own background."""
+    """Per broker and resource: its own fit if usable, else the cluster-wide fit with its own background.
+
+    `now` (seconds since the epoch) is when the snapshot a plan is made on was taken: each fit then carries its
+    broker's recent load up to it. Without it (fits for costs only) there is none and predictions start from
+    the reports.
+    """
     cluster: dict[str, ResourceFit] = {}
     pooled = _pooled(histories) if histories else None
     for resource in RESOURCES:
@@ -267,24 +358,33 @@ def fit_usage_models(
         if fitted is not None and _usable(fitted[3], len(pooled), min_samples, min_r_squared):
             cluster[resource] = ResourceFit(*fitted, samples=len(pooled), source=CLUSTER)
 
+    recent_loads = _recent_loads(histories, now) if now is not None else {}
     brokers: dict[str, dict[str, ResourceFit]] = {}
     for broker, history in sorted(histories.items()):
         fits: dict[str, ResourceFit] = {}
         for resource in RESOURCES:
             messages, volume = history.drivers(resource)
             usage = history.usage[resource]
+            recent = recent_loads.get(broker, {}).get(resource)
             fitted = _least_squares(messages, volume, usage) if len(history) else None
             if fitted is not None and _usable(fitted[3], len(history), min_samples, min_r_squared):
-                fits[resource] = ResourceFit(*fitted, samples=len(history), source=BROKER)
+                fits[resource] = ResourceFit(*fitted, samples=len(history), source=BROKER, recent=recent)
             elif resource in cluster:
                 shared = cluster[resource]
                 # The cluster's costs, this broker's background: what it uses beyond its traffic's cost.
                 background = float(np.mean(usage - shared.per_msg * messages - shared.per_byte * volume))
                 fits[resource] = ResourceFit(
-                    background, shared.per_msg, shared.per_byte, shared.r_squared, shared.samples, CLUSTER
+                    background, shared.per_msg, shared.per_byte, shared.r_squared, shared.samples, CLUSTER, recent
                 )
         brokers[broker] = fits
     return UsageModels(brokers=brokers, cluster=cluster)
+
+
+def planning_models(columns: Mapping[str, Sequence[Any]]) -> UsageModels:
+    """The usage models a plan on the newest snapshot of these `brokers` table rows predicts with: fitted on all of
+    them, each broker's recent load up to that snapshot (the plan job and the replay's check of a live plan)."""
+    histories = histories_from_columns(columns)
+    return fit_usage_models(histories, now=newest_sample(histories))
 
 
 def broker_traffic(load_data: LoadData, broker: str) -> Traffic:

@@ -47,6 +47,7 @@ from planner.plan.usage_model import (
     BrokerHistory,
     UsageModels,
     fit_usage_models,
+    newest_sample,
     resolved_models,
 )
 from planner.plan.usage_model import Traffic as BrokerTraffic
@@ -518,13 +519,14 @@ class Simulation:
                 continue
             columns = np.array(samples, dtype=float)
             histories[broker_id] = BrokerHistory(
+                taken_at=columns[:, 0] * 60.0,  # the simulation's minutes, in seconds
                 msg_rate_in=columns[:, 1],
                 msg_rate_out=columns[:, 2],
                 throughput_in=columns[:, 3],
                 throughput_out=columns[:, 4],
                 usage={resource: columns[:, 5 + index] for index, resource in enumerate(RESOURCES)},
             )
-        return fit_usage_models(histories)
+        return fit_usage_models(histories, now=newest_sample(histories))
 
     def _capture_before_round(self, minute: int) -> None:
         """Until the first round with moves: the live scores and bundle points it starts from.

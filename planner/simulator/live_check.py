@@ -36,7 +36,7 @@ from planner.lifecycle import APPLIED_ATTEMPT_STATUSES
 from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.document import ConfigSource, PlanDocument, PlannedAction
 from planner.plan.request import DEFAULT_HISTORY, ClusterInputs
-from planner.plan.usage_model import fit_usage_models, histories_from_columns
+from planner.plan.usage_model import planning_models
 from planner.samples.dataset import read_samples
 from planner.simulator.replay import RecordedHistory
 from planner.store.database import Store
@@ -196,7 +196,8 @@ def replan(store: Store, root: str | Path, stored: StoredPlan) -> PlanDocument:
         exclude=unpublished_snapshot_ids(store, cluster),
     )
     columns = rows.to_pydict()
-    models = fit_usage_models(histories_from_columns(columns)) if rows.num_rows else None
+    # The rows run up to the plan's snapshot, as the job's did when it planned.
+    models = planning_models(columns) if rows.num_rows else None
     weighted: dict[str, float | None] = {}
     throughput: dict[str, list[tuple[int, float]]] = {}
     for index, broker in enumerate(columns.get("broker", [])):

@@ -18,7 +18,7 @@ from planner.collect.admin_client import PulsarAdminClient
 from planner.collect.collector import load_data_for_snapshot
 from planner.lifecycle import Decision
 from planner.plan.planning import make_plan
-from planner.plan.usage_model import fit_usage_models, histories_from_columns
+from planner.plan.usage_model import planning_models
 from planner.pulsar.config import PulsarConfig
 from planner.samples.dataset import read_samples
 from planner.store.approvals import record_decision
@@ -39,7 +39,7 @@ SETTINGS = {"minUnloadMessage": 0, "maxUnloadPercentage": 0.5, "loadBalancerBrok
 def committed_plan(store: Store, root, cluster: str, admin_url: str, snapshot: int) -> int:
     """The strategy's plan on the settled snapshot, with usage models fitted from the history so far, approved."""
     history = read_samples(root, "brokers", cluster).to_pydict()
-    models = fit_usage_models(histories_from_columns(history))
+    models = planning_models(history)
     load_data = load_data_for_snapshot(store, root, snapshot)
     config = PulsarConfig.from_settings(SETTINGS)
     plan = make_plan(cluster, load_data, config, STRATEGY, None, usage_models=models)

@@ -430,7 +430,7 @@ def costed_reports(index):
 
 
 def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spark, tmp_path):
-    from planner.plan.usage_model import UsageModels, fit_usage_models, histories_from_columns
+    from planner.plan.usage_model import UsageModels, planning_models
     from planner.samples.dataset import read_samples
 
     write_history(tmp_path, "fit", 30, costed_reports)
@@ -447,7 +447,7 @@ def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spa
     )
     plan = results["fit"].plan.to_json()
     got = UsageModels.from_json(plan["usageModels"])
-    expected = fit_usage_models(histories_from_columns(read_samples(tmp_path, "brokers", "fit").to_pydict()))
+    expected = planning_models(read_samples(tmp_path, "brokers", "fit").to_pydict())
     assert set(got.brokers) == set(expected.brokers) == {"cool:8080", "hot:8080", "late:8080"}
     for broker_id, fits in expected.brokers.items():
         assert set(got.brokers[broker_id]) == set(fits)
@@ -456,6 +456,10 @@ def test_the_job_fits_the_pure_functions_usage_models_and_plans_predictively(spa
             assert mine.source == fit.source and mine.samples == fit.samples, (broker_id, resource)
             for field in ("intercept", "per_msg", "per_byte", "r_squared"):
                 assert getattr(mine, field) == pytest.approx(getattr(fit, field), rel=1e-9, abs=1e-12)
+            # The recent load runs up to the newest snapshot in the executors' timestamps as in pyarrow's.
+            assert mine.recent is not None and fit.recent is not None, (broker_id, resource)
+            assert mine.recent.samples == fit.recent.samples, (broker_id, resource)
+            assert mine.recent.usage == pytest.approx(fit.recent.usage, rel=1e-9, abs=1e-12)
     # The brokers with varied traffic get their own CPU costs and background;
     # `late` has 10 samples at no traffic and falls back to the cluster's costs with its own background.
     for broker_id, background in (("cool:8080", 10.0), ("hot:8080", 3.0)):

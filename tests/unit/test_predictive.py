@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -34,6 +35,7 @@ def history(rng, count, background, per_msg, per_byte, *, noise=0.0, rate=(1000,
     bytes_in, bytes_out = msg_in * size_in, msg_out * size_in
     cpu = background + per_msg * (msg_in + msg_out) + per_byte * (bytes_in + bytes_out) + rng.normal(0, noise, count)
     return BrokerHistory(
+        taken_at=np.arange(count) * 300.0,  # 5-minute collections
         msg_rate_in=msg_in,
         msg_rate_out=msg_out,
         throughput_in=bytes_in,
@@ -88,6 +90,11 @@ def test_histories_are_read_from_the_brokers_table_columns_in_snapshot_order():
     columns = {
         "broker": ["b:1", "a:1", "a:1"],
         "snapshot_id": [1, 2, 1],
+        "taken_at": [
+            datetime(2026, 1, 1, 0, 0, tzinfo=UTC),
+            datetime(2026, 1, 1, 0, 5, tzinfo=UTC),
+            datetime(2026, 1, 1, 0, 0, tzinfo=UTC),
+        ],
         "cpu_usage": [100.0, 300.0, 200.0],
         "cpu_limit": [400.0, 400.0, 0.0],
         "bandwidth_in_usage": [1.0, 1.0, 1.0],
@@ -102,6 +109,7 @@ def test_histories_are_read_from_the_brokers_table_columns_in_snapshot_order():
     histories = histories_from_columns(columns)
     assert list(histories) == ["a:1", "b:1"]
     assert histories["a:1"].msg_rate_in.tolist() == [3.0, 2.0]
+    assert histories["a:1"].taken_at.tolist() == [1767225600.0, 1767225900.0]
     assert histories["a:1"].usage["cpu"].tolist() == [0.0, 75.0]  # an unknown limit counts 0 %, as in Pulsar
     assert histories["b:1"].usage["bandwidthIn"].tolist() == [10.0]
 
@@ -140,6 +148,65 @@ def test_without_models_the_forecast_charges_the_snapshots_average_cost_and_with
     assert hot.score_after == pytest.approx(80 - 18.0, abs=1e-3)
     assert cold.score_after == pytest.approx(10 + 72.0, abs=1e-3)
     assert hot.model == cold.model == "broker"
+
+
+def recorded(usage_cpu, rates, *, every=300.0):
+    """A broker's samples at 5-minute collections, oldest first: CPU percent and msg/s in (nothing out, no bytes)."""
+    rates = np.asarray(rates, dtype=float)
+    return BrokerHistory(
+        taken_at=np.arange(len(rates)) * every,
+        msg_rate_in=rates,
+        msg_rate_out=np.zeros_like(rates),
+        throughput_in=np.zeros_like(rates),
+        throughput_out=np.zeros_like(rates),
+        usage={
+            "cpu": np.asarray(usage_cpu, dtype=float),
+            "bandwidthIn": np.zeros_like(rates),
+            "bandwidthOut": np.zeros_like(rates),
+        },
+    )
+
+
+def test_the_forecast_starts_from_the_brokers_last_samples_at_its_current_traffic_not_from_one_noisy_report():
+    # CPU = 5 + 0.01 x msg/s exactly, traffic growing each collection; the newest report (the snapshot) has a GC
+    # pause's 9 points on top.
+    rates = np.linspace(1000, 4000, 24)
+    cpu = 5 + 0.01 * rates
+    cpu[-1] += 9.0
+    histories = {"a:8080": recorded(cpu, rates), "b:8080": recorded(5 + 0.01 * rates, rates)}
+    now = float(histories["a:8080"].taken_at[-1])
+    data = LoadData(
+        brokers={
+            "a:8080": broker(cpu=(cpu[-1], 100), rate_in=rates[-1]),
+            "b:8080": broker(cpu=(5 + 0.01 * rates[-1], 100), rate_in=rates[-1]),
+        }
+    )
+    models = fit_usage_models(histories, now=now)
+    recent = models.brokers["a:8080"]["cpu"].recent
+    assert recent is not None and recent.samples == 3  # the collections of the last 15 minutes, the snapshot's included
+    by_broker = {entry.broker: entry for entry in forecast(data, CONFIG, [], models)}
+    # The three samples, each moved to the current traffic by the fitted cost: the pause counts a third.
+    fitted = models.brokers["a:8080"]["cpu"]
+    expected = np.mean(cpu[-3:] + fitted.per_msg * (rates[-1] - rates[-3:]))
+    assert by_broker["a:8080"].score_after == pytest.approx(expected, abs=1e-9)
+    assert by_broker["a:8080"].score_after == pytest.approx(5 + 0.01 * rates[-1] + 3.0, abs=0.6)
+    # The before is the report, as the broker published it.
+    assert by_broker["a:8080"].score_before == pytest.approx(cpu[-1], abs=1e-4)  # Pulsar's float usage
+    assert by_broker["b:8080"].score_after == pytest.approx(by_broker["b:8080"].score_before, abs=1e-6)
+    # Fitted for costs only (no snapshot moment), the forecast starts from the report.
+    plain = {entry.broker: entry for entry in forecast(data, CONFIG, [], fit_usage_models(histories))}
+    assert plain["a:8080"].score_after == pytest.approx(cpu[-1], abs=1e-4)
+    assert UsageModels.from_json(json.loads(json.dumps(models.to_json()))) == models
+
+
+def test_a_broker_with_no_sample_in_the_last_15_minutes_starts_from_its_report():
+    rates = np.linspace(1000, 4000, 24)
+    histories = {"a:8080": recorded(5 + 0.01 * rates, rates), "gone:8080": recorded(5 + 0.01 * rates[:20], rates[:20])}
+    models = fit_usage_models(histories, now=float(histories["a:8080"].taken_at[-1]))
+    assert models.brokers["gone:8080"]["cpu"].recent is None
+    data = LoadData(brokers={"gone:8080": broker(cpu=(77.0, 100), rate_in=rates[-1])})
+    (entry,) = forecast(data, CONFIG, [], models)
+    assert entry.score_after == pytest.approx(77.0, abs=1e-4)
 
 
 # --- the strategy ----------------------------------------------------------------------------------

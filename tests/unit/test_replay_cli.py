@@ -21,7 +21,7 @@ from planner.collect.collector import load_data_for_snapshot
 from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.document import PlanDocument
 from planner.plan.request import ClusterInputs
-from planner.plan.usage_model import fit_usage_models, histories_from_columns
+from planner.plan.usage_model import planning_models
 from planner.pulsar.model import NamespaceBundleStats
 from planner.samples.dataset import read_samples, write_snapshot_samples
 from planner.simulator.live_check import check_live_plans
@@ -80,7 +80,7 @@ def collect_snapshot(store: Store, root: Path, taken_at: datetime, reports: dict
 def live_plan(store: Store, root: Path, snapshot_id: int, created_at: datetime) -> PlanDocument:
     """The plan the plan run would commit for this snapshot (the job's pure planner on the recorded load)."""
     rows = read_samples(root, "brokers", CLUSTER, up_to_snapshot=snapshot_id)
-    models = fit_usage_models(histories_from_columns(rows.to_pydict()))
+    models = planning_models(rows.to_pydict())
     stored = read_state(store, CLUSTER, STRATEGY)
     inputs = ClusterInputs(state=stored.state, include_splits=False)
     load = ClusterLoad(load_data_for_snapshot(store, root, snapshot_id), snapshot_id, {}, {})

@@ -8,11 +8,12 @@ the cluster in one approved plan:
 1. Count hits and fire pairs exactly as AvgShedder does (`avg_shedder.find_bundles_for_unloading`).
    Its hit counters are this strategy's state; no pair fired means nothing moves, so spikes and
    short-lived gaps are filtered as in Pulsar.
-2. Once a pair fired, start from the measured scores and repeat AvgShedder's pairing on the
-   predicted state (i-th coolest with i-th hottest). For each pair whose predicted gap reaches the
-   low threshold, move the hotter broker's bundles, the largest predicted relief first, while each
-   move narrows the gap without overshooting it by more than `pair_tolerance` points. Stop when no
-   pair reaches the low threshold, no move helps, or the move budget is spent.
+2. Once a pair fired, start from the measured scores (each broker's recent samples,
+   `forecast.starting_loads`) and repeat AvgShedder's pairing on the predicted state (i-th coolest
+   with i-th hottest). For each pair whose predicted gap reaches the low threshold, move the hotter
+   broker's bundles, the largest predicted relief first, while each move narrows the gap without
+   overshooting it by more than `pair_tolerance` points. Stop when no pair reaches the low
+   threshold, no move helps, or the move budget is spent.
 3. Never move a bundle twice, and never push a destination above the overload threshold: when the
    pair's cooler broker cannot take a bundle, the next coolest broker that can is used instead.
 4. With the cluster's policies (`policies`: isolation, anti-affinity groups, failure domains), choose only
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner.plan.document import PairEvaluation, PredictedMove
-from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, measured_loads
+from planner.plan.forecast import BrokerLoad, Move, after_move, bundle_traffic, measured_loads, starting_loads
 from planner.plan.placement.pipeline import allowed_brokers, owned_namespaces, policy_candidates
 from planner.plan.placement.strategy import PlacementSession
 from planner.plan.shedding import avg_shedder
@@ -163,8 +164,7 @@ def find_bundles_for_unloading(
     confirmation = avg_shedder.find_bundles_for_unloading(load_data, config, state.hits)
     next_state = PredictiveState(confirmation.state)
     weights = config.resource_weights
-    loads = measured_loads(load_data)
-    scores_before = {broker: load.score(weights) for broker, load in loads.items()}
+    scores_before = {broker: load.score(weights) for broker, load in measured_loads(load_data).items()}
     if not any(pair.fired for pair in confirmation.pairs):
         return PredictiveOutcome(
             unloads=(),
@@ -177,7 +177,7 @@ def find_bundles_for_unloading(
 
     budget = move_budget if move_budget is not None else _default_budget(load_data)
     fits = resolved_models(load_data, usage_models)
-    plan = _Plan(loads)
+    plan = _Plan(starting_loads(load_data, fits))
     allowed = _Allowed.of(load_data, config, policies) if policies is not None else None
     while len(plan.moves) < budget:
         improved = _consolidation_round(plan, load_data, config, fits, pair_tolerance, budget, allowed)
