@@ -9,9 +9,9 @@ from planner.audit.accuracy import AccuracyAlert, AccuracyBound, AlertState, Clu
 from planner.errors import NotFoundError
 from planner.plan.outcome import PlanOutcome, plan_outcome
 from planner.settings import PlannerSettings
-from planner.store.audit_log import latest_cluster_event, record_events
+from planner.store.audit_log import AuditRecord, latest_cluster_event, record_after_latest
 from planner.store.database import Store
-from planner.store.models import audit_event
+from planner.store.models import AuditEvent, audit_event
 from planner.store.plans import latest_measurement, measured_plans, plan_record
 
 BOUND_EVENT = "accuracy.bound"
@@ -43,18 +43,29 @@ def cluster_accuracy_of(store: Store, cluster: str, since: datetime, until: date
     return cluster_accuracy(cluster, cluster_outcomes(store, cluster, since, until), since, until)
 
 
+def _state_of(last: AuditRecord | None) -> AlertState | None:
+    return AlertState(last.details["state"]) if last is not None else None
+
+
 def bound_state(store: Store, cluster: str) -> AlertState | None:
     """The state the last crossing left (None: never crossed)."""
-    last = latest_cluster_event(store, cluster, BOUND_EVENT)
-    return AlertState(last.details["state"]) if last is not None else None
+    return _state_of(latest_cluster_event(store, cluster, BOUND_EVENT))
 
 
 def check_bound(store: Store, cluster: str, bound: AccuracyBound, now: datetime, *, actor: str) -> AccuracyAlert | None:
     """The cluster's accuracy over the window ending now against the bound: a crossing since the last one is
-    recorded (audited as `accuracy.bound`) and returned for the caller to tell; None when nothing changed."""
+    recorded (audited as `accuracy.bound`) and returned for the caller to tell; None when nothing changed. Two
+    checks at once (two report tasks, a task and the CLI) record and return one crossing between them."""
     accuracy = cluster_accuracy_of(store, cluster, now - bound.window, now)
-    alert = crossing(bound_state(store, cluster), accuracy, bound)
-    if alert is not None:
+    alerts: list[AccuracyAlert] = []
+
+    def decide(last: AuditRecord | None) -> AuditEvent | None:
+        alert = crossing(_state_of(last), accuracy, bound)
+        if alert is None:
+            return None
+        alerts.append(alert)
         details = {key: value for key, value in alert.to_json().items() if key != "cluster"}
-        record_events(store, audit_event(cluster, actor, BOUND_EVENT, **details))
-    return alert
+        return audit_event(cluster, actor, BOUND_EVENT, **details)
+
+    record_after_latest(store, cluster, BOUND_EVENT, decide)
+    return alerts[0] if alerts else None

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 
 from planner.store.database import Store
-from planner.store.models import AuditEvent
+from planner.store.models import AuditEvent, Cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +55,32 @@ def cluster_events(store: Store, cluster: str, event: str, since: datetime) -> l
         ]
 
 
+def _latest(cluster: str, event: str) -> Select[tuple[AuditEvent]]:
+    return (
+        select(AuditEvent)
+        .where(AuditEvent.cluster == cluster, AuditEvent.event == event)
+        .order_by(AuditEvent.id.desc())
+        .limit(1)
+    )
+
+
 def latest_cluster_event(store: Store, cluster: str, event: str) -> AuditRecord | None:
     """A cluster's newest event of one kind (a state kept as the events that changed it)."""
     with store.session() as session:
-        row = session.scalar(
-            select(AuditEvent)
-            .where(AuditEvent.cluster == cluster, AuditEvent.event == event)
-            .order_by(AuditEvent.id.desc())
-            .limit(1)
-        )
+        row = session.scalar(_latest(cluster, event))
         return AuditRecord.of(row) if row is not None else None
+
+
+def record_after_latest(
+    store: Store, cluster: str, event: str, decide: Callable[[AuditRecord | None], AuditEvent | None]
+) -> AuditEvent | None:
+    """Records the event `decide` makes of the cluster's newest `event` (None: nothing to record), one caller at a
+    time per cluster: the read and the write share a transaction holding the cluster's row (on SQLite, the whole
+    database), so two callers deciding at once see each other's event and a state kept as events changes once."""
+    with store.session() as session:
+        session.scalar(select(Cluster.id).where(Cluster.name == cluster).with_for_update())
+        row = session.scalar(_latest(cluster, event))
+        recorded = decide(AuditRecord.of(row) if row is not None else None)
+        if recorded is not None:
+            session.add(recorded)
+        return recorded

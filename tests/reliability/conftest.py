@@ -1,4 +1,5 @@
-"""Fixtures of the reliability tests: the throwaway PostgreSQL of the integration tests, and a private CA."""
+"""Fixtures of the reliability tests: the throwaway PostgreSQL of the integration tests, two stores on one database
+(SQLite and PostgreSQL), and a private CA."""
 
 from __future__ import annotations
 
@@ -15,8 +16,26 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from planner.store.database import Store
 from tests.fake_pulsar import FakePulsar
 from tests.integration.conftest import postgres_server, postgres_url  # noqa: F401 - fixtures used by name
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
+def database_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'planner.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture
+def stores(database_url) -> Iterator[tuple[Store, Store]]:
+    """Two stores on one database, with their own engines and connections, as two processes have."""
+    first = Store(database_url)
+    second = Store(database_url, migrate=False)
+    yield first, second
+    first.dispose()
+    second.dispose()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ counters are those of one run. A retried commit of a committed run changes nothi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -65,23 +65,6 @@ def counts(store: Store) -> dict[str, int]:
 
 def grown(before: dict[str, int], **more: int) -> dict[str, int]:
     return {table: count + more.get(table, 0) for table, count in before.items()}
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
-def database_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'planner.db'}"
-    return request.getfixturevalue("postgres_url")
-
-
-@pytest.fixture
-def stores(database_url) -> Iterator[tuple[Store, Store]]:
-    """Two stores on one database, with their own engines and connections, as two plan processes have."""
-    first = Store(database_url)
-    second = Store(database_url, migrate=False)
-    yield first, second
-    first.dispose()
-    second.dispose()
 
 
 def race(stores: tuple[Store, Store], runs: list[Callable[[Store], CommitResult]], writes: str) -> list[Any]:
