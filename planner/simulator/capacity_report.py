@@ -23,7 +23,7 @@ import numpy as np
 from planner.plan.capacity import CapacityAdvice, advise_capacity, capacity_inputs
 from planner.samples.dataset import read_samples, write_snapshot_samples
 from planner.simulator.engine import COLLECT_MINUTES, EPOCH_MILLIS, Simulation, _Live, base_config, parse_policy
-from planner.simulator.replay import RecordedHistory, p95_score, replay, replay_config
+from planner.simulator.replay import RECORDED_BUNDLE_COLUMNS, RecordedHistory, p95_score, replay, replay_config
 from planner.simulator.scenario import Scenario, build_world, parse_scenario
 
 CLUSTER = "capacity-check"
@@ -112,7 +112,9 @@ class CapacityCheck:
 
 
 def history_of(root: Path, cluster: str = CLUSTER) -> RecordedHistory:
-    return RecordedHistory(cluster, read_samples(root, "brokers", cluster), read_samples(root, "bundles", cluster))
+    """Every snapshot of the recording under `root`, without a store (all of them are published)."""
+    bundles = read_samples(root, "bundles", cluster, columns=RECORDED_BUNDLE_COLUMNS)
+    return RecordedHistory(cluster, read_samples(root, "brokers", cluster), bundles)
 
 
 def check_replayed(

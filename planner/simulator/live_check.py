@@ -21,11 +21,14 @@ previous replanned plan left (another run committed in between), a plan whose sn
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import pyarrow.compute as pc
 
 from planner.actions import ActionKind
 from planner.audit.plan_records import StoredPlan, show_plan
@@ -222,14 +225,20 @@ def replan(store: Store, root: str | Path, stored: StoredPlan) -> PlanDocument:
     return plan_cluster(cluster, load, inputs, document.strategy, now_millis=_millis(as_of), usage_models=models)
 
 
-def recorded_owners(history: RecordedHistory) -> dict[tuple[int, str], str]:
-    """Each bundle's broker in each snapshot of the history: (snapshot id, bundle) -> broker."""
-    owners = history.bundles.select(["snapshot_id", "bundle", "broker"]).to_pydict()
-    return dict(zip(zip(owners["snapshot_id"], owners["bundle"], strict=True), owners["broker"], strict=True))
+def recorded_owner(history: RecordedHistory, snapshot: int, bundle: str) -> str | None:
+    """The broker that reported the bundle in that snapshot of the history (the last row when two did, mid-move).
+
+    Looked up in the table's columns: a week of a large cluster has millions of rows, and a check asks a few."""
+    rows = history.bundles.filter(pc.equal(history.bundles.column("snapshot_id"), snapshot))
+    owner = None
+    for name, broker in zip(rows.column("bundle").to_pylist(), rows.column("broker").to_pylist(), strict=True):
+        if name == bundle:
+            owner = broker
+    return owner
 
 
 def not_applied(
-    stored: StoredPlan, times: Mapping[int, datetime], owners: Mapping[tuple[int, str], str]
+    stored: StoredPlan, times: Mapping[int, datetime], owner_of: Callable[[int, str], str | None]
 ) -> tuple[str, ...]:
     """The plan's unloads that were executed but that the first snapshot after them (`times`: each snapshot's) shows
     elsewhere than their destination (moved again by Pulsar, the executor's answer lost, a broker restarted)."""
@@ -241,7 +250,7 @@ def not_applied(
             continue
         finished = as_utc(applied[-1].finished_at or stored.created_at)
         first = next((snapshot for snapshot, taken in order if as_utc(taken) > finished), None)
-        owner = owners.get((first, action.bundle)) if first is not None else None
+        owner = owner_of(first, action.bundle) if first is not None else None
         if owner is not None and owner != action.destination:
             found.append(f"{action.bundle}: planned to {action.destination}, on {owner} at snapshot {first}")
     return tuple(found)
@@ -256,7 +265,7 @@ def check_live_plans(
     ]
     checks: list[LivePlanCheck] = []
     state_after: dict[str, Mapping[str, Any]] = {}
-    times, owners = history.taken_at, recorded_owners(history)
+    times, owner_of = history.taken_at, partial(recorded_owner, history)
     for listing in sorted(listed, key=lambda plan: plan.id):
         stored = show_plan(store, listing.id)
         document = stored.document
@@ -287,7 +296,7 @@ def check_live_plans(
                 live=action_keys(document.actions, splits=splits),
                 replayed=replayed,
                 notes=tuple(notes),
-                not_applied=not_applied(stored, times, owners),
+                not_applied=not_applied(stored, times, owner_of),
             )
         )
     return LiveCheck(history.cluster, tuple(checks))

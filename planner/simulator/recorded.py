@@ -9,7 +9,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.samples.dataset import read_samples
-from planner.simulator.replay import RecordedHistory
+from planner.simulator.replay import RECORDED_BUNDLE_COLUMNS, RecordedHistory
 from planner.store.database import Store
 from planner.store.models import as_utc
 from planner.store.snapshots import archive_declarations, published_snapshots, read_archive, unpublished_snapshot_ids
@@ -27,7 +27,7 @@ def read_history(root: str | Path, store: Store, cluster: str, start: datetime, 
     excluded = unpublished_snapshot_ids(store, cluster)
     conditions = {"since": start, "until": end, "exclude": excluded}
     brokers = read_samples(root, "brokers", cluster, **conditions)
-    bundles = read_samples(root, "bundles", cluster, **conditions)
+    bundles = read_samples(root, "bundles", cluster, columns=RECORDED_BUNDLE_COLUMNS, **conditions)
     latest = snapshots[-1]
     return RecordedHistory(
         cluster=cluster,

@@ -49,6 +49,8 @@ UNLIMITED_NIC_GBPS = 1e6
 DEFAULT_TARGET_SPREAD = 20.0
 DEFAULT_CADENCE_MINUTES = 60
 _RATE_COLUMNS = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+# The `bundles` table's columns a replay reads: a week of a large cluster is millions of rows, so no more are read.
+RECORDED_BUNDLE_COLUMNS = ("snapshot_id", "broker", "bundle", *_RATE_COLUMNS, "topics")
 
 
 class Interpolation(StrEnum):
@@ -62,10 +64,10 @@ class Interpolation(StrEnum):
 class RecordedHistory:
     """A cluster's snapshots within a window, as the samples dataset holds them, oldest first.
 
-    `brokers` and `bundles` are the dataset's tables (`planner.samples.dataset.BROKER_SCHEMA`, `BUNDLE_SCHEMA`) with
-    only the window's published snapshots; `missing`: per snapshot id, the brokers its collect could not read;
-    `declarations`: what the cluster declared at the latest snapshot (its configuration, release and placement
-    policies; None: not read)."""
+    `brokers` and `bundles` are the dataset's tables (`planner.samples.dataset.BROKER_SCHEMA`, `BUNDLE_SCHEMA`; of
+    `bundles`, at least `RECORDED_BUNDLE_COLUMNS`) with only the window's published snapshots; `missing`: per
+    snapshot id, the brokers its collect could not read; `declarations`: what the cluster declared at the latest
+    snapshot (its configuration, release and placement policies; None: not read)."""
 
     cluster: str
     brokers: pa.Table
@@ -275,38 +277,45 @@ def build_replay_world(
 def _bundles_and_stats(
     history: RecordedHistory, snapshots: Sequence[int], position: Mapping[str, int], join_at: np.ndarray
 ) -> tuple[Bundles, np.ndarray]:
-    table = history.bundles.select(["snapshot_id", "broker", "bundle", *_RATE_COLUMNS, "topics"]).to_pydict()
-    names = sorted(set(table["bundle"]))
-    row_of = {name: index for index, name in enumerate(names)}
-    k_of = {snapshot_id: k for k, snapshot_id in enumerate(snapshots)}
+    # Column arrays, not Python rows: a week of a 1,000-bundle cluster is two million rows.
+    table = history.bundles.select(list(RECORDED_BUNDLE_COLUMNS))
+    bundle_codes, names = _codes(table.column("bundle"))
+    broker_codes, broker_names = _codes(table.column("broker"))
+    snapshot_array = np.asarray(snapshots, dtype=np.int64)
+    recorded = table.column("snapshot_id").to_numpy().astype(np.int64)
+    slot = np.minimum(np.searchsorted(snapshot_array, recorded), len(snapshot_array) - 1)
+    kept = snapshot_array[slot] == recorded  # rows of snapshots outside the window are not replayed
+    order = np.flatnonzero(kept)
+    ks, rows = slot[order], bundle_codes[order]
+    rates = np.column_stack([table.column(name).to_numpy().astype(float) for name in _RATE_COLUMNS])[order]
+    # A bundle read twice in one snapshot (reported by two brokers mid-move): its later row counts.
+    flat = ks * len(names) + rows
+    last = len(flat) - 1 - np.unique(flat[::-1], return_index=True)[1]
     stats = np.zeros((len(snapshots), len(names), 4))
+    stats[ks[last], rows[last]] = rates[last]
     seen = np.zeros((len(snapshots), len(names)), dtype=bool)
-    first_owner: dict[int, str] = {}
-    topics = np.ones(len(names), dtype=int)
+    seen[ks, rows] = True
+    owner = np.full((len(snapshots), len(names)), -1, dtype=np.int32)
+    owner[ks[last], rows[last]] = broker_codes[order][last]
+    # Each bundle's first record: the earliest snapshot, the first row of it.
+    first_rows = np.lexsort((np.arange(len(order)), ks, rows))
+    starts = first_rows[np.flatnonzero(np.diff(rows[first_rows], prepend=-1))]
     first_k = np.full(len(names), len(snapshots), dtype=int)
-    owner_by_k: dict[tuple[int, int], str] = {}
-    for index, snapshot_id in enumerate(table["snapshot_id"]):
-        k = k_of.get(snapshot_id)
-        if k is None:
-            continue
-        row = row_of[table["bundle"][index]]
-        stats[k, row] = [table[column][index] for column in _RATE_COLUMNS]
-        seen[k, row] = True
-        owner_by_k[(k, row)] = table["broker"][index]
-        if k < first_k[row]:
-            first_k[row] = k
-            first_owner[row] = table["broker"][index]
-            topics[row] = max(int(table["topics"][index] or 1), 1)
+    first_k[rows[starts]] = ks[starts]
+    topics = np.ones(len(names), dtype=int)
+    topic_counts = table.column("topics").to_numpy(zero_copy_only=False)
+    topics[rows[starts]] = [max(int(count or 1), 1) for count in topic_counts[order][starts].tolist()]
+    first_brokers = broker_codes[order][starts]
+    first_owner = {int(row): broker_names[code] for row, code in zip(rows[starts], first_brokers, strict=True)}
     # A bundle unseen in a snapshot keeps its last traffic when its broker was not read then (a partial snapshot).
-    last_owner: dict[int, str] = {}
+    code_of = {name: code for code, name in enumerate(broker_names)}
+    last_owner = np.full(len(names), -1, dtype=np.int32)
     for k, snapshot_id in enumerate(snapshots):
-        missing = history.missing.get(snapshot_id, frozenset())
+        missing = [code_of[broker] for broker in history.missing.get(snapshot_id, ()) if broker in code_of]
         if k and missing:
-            for row in np.flatnonzero(~seen[k]).tolist():
-                if last_owner.get(row) in missing:
-                    stats[k, row] = stats[k - 1, row]
-        for row in np.flatnonzero(seen[k]).tolist():
-            last_owner[row] = owner_by_k[(k, row)]
+            held = ~seen[k] & np.isin(last_owner, missing)
+            stats[k, held] = stats[k - 1, held]
+        last_owner[seen[k]] = owner[k, seen[k]]
     initial_owner = np.full(len(names), -1, dtype=int)
     for row, broker in first_owner.items():
         b = position.get(broker)
@@ -332,6 +341,16 @@ def _bundles_and_stats(
         spikes=(),
     )
     return bundles, stats
+
+
+def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, list[str]]:
+    """Each value's index in the column's distinct values, sorted, and those values."""
+    encoded = column.combine_chunks().dictionary_encode()
+    values = encoded.dictionary.to_pylist()
+    order = sorted(range(len(values)), key=values.__getitem__)
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = np.arange(len(values))
+    return rank[encoded.indices.to_numpy()], [values[index] for index in order]
 
 
 def replay_config(history: RecordedHistory, overrides: Mapping[str, Any] | None = None) -> PulsarConfig:

@@ -3,11 +3,13 @@ own writer, read back through the dataset's reader, compiled for the engine and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from planner.errors import InputError
@@ -128,6 +130,21 @@ def test_traffic_between_snapshots_is_held_or_interpolated(recorded):
     assert held.minute(7).stats[row, 0] == rates[1]
     assert linear.minute(7).stats[row, 0] == pytest.approx(rates[1] + (rates[2] - rates[1]) * 2 / 5)
     assert linear.minute(5).stats[row, 0] == rates[1]
+
+
+def test_a_bundle_two_brokers_reported_in_one_snapshot_counts_the_row_read_last(recorded):
+    history = recorded.history()
+    table = history.bundles
+    rows = table.filter(pc.and_(pc.equal(table["snapshot_id"], 3), pc.equal(table["bundle"], bundle(0))))
+    moving = rows.set_column(rows.schema.get_field_index("broker"), "broker", pa.array(["b:8080"]))
+    moving = moving.set_column(moving.schema.get_field_index("msg_rate_in"), "msg_rate_in", pa.array([999.0]))
+    rates = recorded.traffic[bundle(0)][1]
+    for bundles, expected in (((table, moving), 999.0), ((moving, table), rates[2])):
+        world = build_replay_world(replace(history, bundles=pa.concat_tables(bundles)))
+        row = world.world.bundles.names.index(bundle(0))
+        assert world.traffic.minute(10).stats[row, 0] == expected  # the 3rd snapshot
+        assert world.traffic.minute(5).stats[row, 0] == rates[1]
+        assert world.world.bundles.initial_owner[row] == 0  # a:8080, its first record
 
 
 def test_replay_is_deterministic(recorded):
