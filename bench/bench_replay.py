@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from planner.plan.capacity import advise_capacity, capacity_inputs
+from planner.audit.capacity import read_capacity_inputs
+from planner.plan.capacity import advise_capacity
 from planner.simulator.capacity_report import history_of, record
 from planner.simulator.engine import DEFAULT_POLICIES
 from planner.simulator.replay import p95_score, replay, replay_config
@@ -83,7 +84,7 @@ def main() -> None:
             rows.append((f"replay {policy}", time.perf_counter() - started, peak_mib(), detail))
 
         started = time.perf_counter()
-        inputs = capacity_inputs(CLUSTER, history.brokers.to_pydict(), history.bundles.to_pydict())
+        inputs = read_capacity_inputs(root, CLUSTER, history.start, history.end)  # as `pulsar-rebalance capacity`
         advice = advise_capacity(inputs, replay_config(history).resource_weights, window=(history.start, history.end))
         removal = advice.removal.broker if advice.removal is not None else "none"
         rows.append(

@@ -9,11 +9,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pyarrow.compute as pc
 
 from planner.errors import InputError
 from planner.plan.capacity import (
@@ -21,8 +23,10 @@ from planner.plan.capacity import (
     DEFAULT_TARGET,
     DEFAULT_TOLERANCE,
     CapacityAdvice,
+    CapacityInputs,
     advise_capacity,
     capacity_inputs,
+    capacity_moments,
 )
 from planner.plan.configuration import plan_configuration
 from planner.samples.dataset import read_samples
@@ -81,21 +85,42 @@ def window_ending(end: datetime | None, days: float = DEFAULT_DAYS) -> tuple[dat
     return end - timedelta(days=days), end
 
 
+def read_capacity_inputs(
+    root: str | Path,
+    cluster: str,
+    start: datetime,
+    end: datetime,
+    *,
+    hidden: Collection[int] = (),
+    max_moments: int = DEFAULT_MAX_MOMENTS,
+) -> CapacityInputs:
+    """The advice's inputs from the samples of the cluster's snapshots taken from `start` to `end` (inclusive), but
+    the `hidden` (unpublished) ones. Of the `bundles` table only the snapshots the advice is evaluated on are read:
+    a week of a large cluster is millions of rows."""
+    window = {"since": start, "until": end, "exclude": hidden}
+    brokers = read_samples(root, "brokers", cluster, columns=_BROKER_COLUMNS, **window)
+    if brokers.num_rows == 0:
+        raise InputError(
+            f"capacity of cluster {cluster!r}: no snapshot recorded from {start.isoformat()} to {end.isoformat()} "
+            "(--from, --to, --days)"
+        )
+    recorded = read_samples(root, "bundles", cluster, columns=("snapshot_id", "broker"), **window)
+    broker_snapshots = brokers.column("snapshot_id").to_pylist()
+    bundle_snapshots = pc.unique(recorded.column("snapshot_id")).to_pylist()
+    wanted = {*capacity_moments(broker_snapshots, bundle_snapshots, max_moments), max(broker_snapshots)}
+    bundles = read_samples(root, "bundles", cluster, columns=_BUNDLE_COLUMNS, only=wanted, **window)
+    return capacity_inputs(cluster, brokers.to_pydict(), bundles.to_pydict(), max_moments=max_moments)
+
+
 def read_capacity_advice(
     store: Store, root: str | Path, query: CapacityQuery, settings: Mapping[str, Any] | None = None
 ) -> CapacityAdvice:
     """The advice for the cluster's published snapshots taken in the query's window (from, to inclusive)."""
     hidden = unpublished_snapshot_ids(store, query.cluster)
-    window = {"since": query.start, "until": query.end, "exclude": hidden}
-    brokers = read_samples(root, "brokers", query.cluster, columns=_BROKER_COLUMNS, **window)
-    if brokers.num_rows == 0:
-        raise InputError(
-            f"capacity of cluster {query.cluster!r}: no snapshot recorded from {query.start.isoformat()} to "
-            f"{query.end.isoformat()} (--from, --to, --days)"
-        )
-    bundles = read_samples(root, "bundles", query.cluster, columns=_BUNDLE_COLUMNS, **window)
+    inputs = read_capacity_inputs(
+        root, query.cluster, query.start, query.end, hidden=hidden, max_moments=query.max_moments
+    )
     config = plan_configuration(query.cluster, dict(settings or {}), latest_declarations(store, query.cluster)).config
-    inputs = capacity_inputs(query.cluster, brokers.to_pydict(), bundles.to_pydict(), max_moments=query.max_moments)
     return advise_capacity(
         inputs,
         config.resource_weights,

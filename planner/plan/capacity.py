@@ -35,7 +35,7 @@ Pure and deterministic: no I/O, inputs are the tables' columns.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -324,8 +324,7 @@ def capacity_inputs(
         if bundle_owners[row] in latest_bundles:
             latest_bundles[bundle_owners[row]] += 1
 
-    recorded = sorted(set(snapshot_ids) & set(bundle_snapshots.tolist()))
-    chosen = _evenly(recorded, max_moments)
+    chosen = capacity_moments(snapshot_ids, bundle_snapshots.tolist(), max_moments)
     order = np.argsort(bundle_snapshots, kind="stable")
     ordered = bundle_snapshots[order]
     moments = []
@@ -380,6 +379,12 @@ def _window_estimate(brokers: Mapping[str, Sequence[Any]]) -> dict[str, Resource
 
 def _utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def capacity_moments(broker_snapshots: Iterable[int], bundle_snapshots: Iterable[int], max_moments: int) -> list[int]:
+    """The snapshots the advice is evaluated on: at most `max_moments` of those with both tables' rows, evenly spaced.
+    Of the `bundles` table, only these and the latest snapshot's rows are read (`capacity_inputs`)."""
+    return _evenly(sorted(set(broker_snapshots) & set(bundle_snapshots)), max_moments)
 
 
 def _evenly(values: Sequence[int], count: int) -> list[int]:

@@ -198,12 +198,13 @@ def read_dataset(
     after: datetime | None = None,
     until: datetime | None = None,
     exclude: Collection[int] = (),
+    only: Collection[int] | None = None,
     columns: Sequence[str] | None = None,
 ) -> pa.Table:
     """One table's rows for a cluster from the samples dataset at `samples` (a URI), ordered by snapshot: all of
     them, those up to a snapshot id, one snapshot's, or those taken since a time (or after it) and up to another;
-    never those of the `exclude`d (unpublished) snapshot ids. `columns` reads only those (with `snapshot_id` and
-    `broker`). Times bound the date partitions listed."""
+    never those of the `exclude`d (unpublished) snapshot ids; with `only`, those snapshot ids alone. `columns` reads
+    only those (with `snapshot_id` and `broker`). Times bound the date partitions listed."""
     location = storage.join(samples, table, f"cluster={cluster}")
     stored = BROKER_SCHEMA if table == "brokers" else BUNDLE_SCHEMA
     schema = stored if columns is None else pa.schema([stored.field(name) for name in columns])
@@ -229,6 +230,8 @@ def read_dataset(
             conditions.append(compare(ds.field("taken_at"), pa.scalar(bound, pa.timestamp("ms", tz="UTC"))))
     if exclude:
         conditions.append(~ds.field("snapshot_id").isin(sorted(exclude)))
+    if only is not None:
+        conditions.append(ds.field("snapshot_id").isin(sorted(only)))
     expression = functools.reduce(operator.and_, conditions) if conditions else None
     rows = dataset.to_table(columns=schema.names, filter=expression)
     return rows.sort_by([("snapshot_id", "ascending"), ("broker", "ascending")])

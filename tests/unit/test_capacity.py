@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -324,3 +324,38 @@ def test_the_cli_prints_tables_and_the_explanation_and_refuses_bad_input_in_one_
         assert main(["capacity", *arguments, *store]) == 2
         error = capsys.readouterr().err
         assert message in error and error.count("\n") == 1
+
+
+def test_the_stored_window_is_read_only_for_the_snapshots_the_advice_is_evaluated_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from planner.audit.capacity import read_capacity_inputs
+    from planner.samples import dataset
+    from tests.unit.test_capacity_page import write_window
+
+    write_window(tmp_path, "west", START)
+    end = START + timedelta(days=1)
+    everything = capacity_inputs(
+        "west",
+        dataset.read_samples(tmp_path, "brokers", "west").to_pydict(),
+        dataset.read_samples(tmp_path, "bundles", "west").to_pydict(),
+        max_moments=5,
+    )
+    read: list[int] = []
+    reader = dataset.read_dataset
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        rows = reader(*args, **kwargs)
+        if args[1] == "bundles" and kwargs.get("columns") != ("snapshot_id", "broker"):
+            read.append(rows.num_rows)
+        return rows
+
+    monkeypatch.setattr(dataset, "read_dataset", counted)
+    targeted = read_capacity_inputs(tmp_path, "west", START, end, max_moments=5)
+    assert replace(targeted, moments=()) == replace(everything, moments=())
+    assert [(m.snapshot_id, m.bundles, m.owners) for m in targeted.moments] == [
+        (m.snapshot_id, m.bundles, m.owners) for m in everything.moments
+    ]
+    assert all(np.array_equal(a.traffic, b.traffic) for a, b in zip(targeted.moments, everything.moments, strict=True))
+    # Five moments of 60 bundles (the latest snapshot is the last moment), not the day's 24 snapshots.
+    assert read == [5 * 60]
