@@ -229,12 +229,10 @@ def recorded_owner(history: RecordedHistory, snapshot: int, bundle: str) -> str 
     """The broker that reported the bundle in that snapshot of the history (the last row when two did, mid-move).
 
     Looked up in the table's columns: a week of a large cluster has millions of rows, and a check asks a few."""
-    rows = history.bundles.filter(pc.equal(history.bundles.column("snapshot_id"), snapshot))
-    owner = None
-    for name, broker in zip(rows.column("bundle").to_pylist(), rows.column("broker").to_pylist(), strict=True):
-        if name == bundle:
-            owner = broker
-    return owner
+    table = history.bundles
+    found = pc.and_(pc.equal(table.column("snapshot_id"), snapshot), pc.equal(table.column("bundle"), bundle))
+    rows = table.filter(found)
+    return rows.column("broker")[-1].as_py() if rows.num_rows else None
 
 
 def not_applied(
