@@ -34,7 +34,7 @@ from planner import storage
 from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.document import AveragesSource, JobResult
 from planner.plan.request import AveragingMode, JobRequest
-from planner.plan.usage_model import UsageModels
+from planner.plan.usage_model import HISTORY_COLUMNS, UsageModels
 from planner.pulsar.model import load_data_from_mapping
 from planner.samples.averages_state import (
     LONG_SAMPLES,
@@ -56,22 +56,7 @@ JSON_NAMES = {
 }
 
 
-_MODEL_COLUMNS = (
-    "cluster",
-    "broker",
-    "snapshot_id",
-    "taken_at",
-    "cpu_usage",
-    "cpu_limit",
-    "bandwidth_in_usage",
-    "bandwidth_in_limit",
-    "bandwidth_out_usage",
-    "bandwidth_out_limit",
-    "msg_rate_in",
-    "msg_rate_out",
-    "msg_throughput_in",
-    "msg_throughput_out",
-)
+_MODEL_COLUMNS = ("cluster", *HISTORY_COLUMNS)
 
 
 def usage_models(brokers: DataFrame) -> dict[str, UsageModels]:

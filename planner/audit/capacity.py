@@ -29,28 +29,14 @@ from planner.plan.capacity import (
     capacity_moments,
 )
 from planner.plan.configuration import plan_configuration
+from planner.plan.usage_model import HISTORY_COLUMNS
 from planner.samples.dataset import read_samples
 from planner.store.database import Store
 from planner.store.snapshots import latest_declarations, unpublished_snapshot_ids
 
 DEFAULT_DAYS = 7
-_BROKER_COLUMNS = (
-    "snapshot_id",
-    "taken_at",
-    "broker",
-    "cpu_usage",
-    "cpu_limit",
-    "direct_memory_usage",
-    "direct_memory_limit",
-    "bandwidth_in_usage",
-    "bandwidth_in_limit",
-    "bandwidth_out_usage",
-    "bandwidth_out_limit",
-    "msg_rate_in",
-    "msg_rate_out",
-    "msg_throughput_in",
-    "msg_throughput_out",
-)
+# The usage model's history and the direct memory the advice keeps per broker.
+_BROKER_COLUMNS = (*HISTORY_COLUMNS, "direct_memory_usage", "direct_memory_limit")
 _BUNDLE_COLUMNS = (
     "snapshot_id",
     "broker",

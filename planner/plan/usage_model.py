@@ -236,6 +236,24 @@ def percent_of_limit(usage: np.ndarray, limit: np.ndarray) -> np.ndarray:
     return np.where(limit > 0, usage / safe * 100.0, 0.0)
 
 
+# The `brokers` table columns `histories_from_columns` reads.
+HISTORY_COLUMNS = (
+    "broker",
+    "snapshot_id",
+    "taken_at",
+    "cpu_usage",
+    "cpu_limit",
+    "bandwidth_in_usage",
+    "bandwidth_in_limit",
+    "bandwidth_out_usage",
+    "bandwidth_out_limit",
+    "msg_rate_in",
+    "msg_rate_out",
+    "msg_throughput_in",
+    "msg_throughput_out",
+)
+
+
 def histories_from_columns(columns: Mapping[str, Sequence[Any]]) -> dict[str, BrokerHistory]:
     """Group rows of the samples dataset's `brokers` table (column name -> values) by broker.
 
