@@ -173,7 +173,8 @@ def evaluate(policy: ApprovalPolicy, plan: PlanDocument, now: datetime) -> Polic
     if policy.min_spread_improvement is not None:
         improvement = None
         if plan.brokers:
-            before = spread([broker.score_before for broker in plan.brokers])
+            # From the scores the prediction starts from: a report's noise, smoothed away, is no improvement.
+            before = spread([broker.score_predicted_from for broker in plan.brokers])
             after = spread([broker.score_after for broker in plan.brokers])
             improvement = round(before - after, 4)
         holds = improvement is not None and improvement >= policy.min_spread_improvement

@@ -92,9 +92,16 @@ class BrokerForecast(WireModel):
     msg_rate_after: float
     throughput_before: float
     throughput_after: float
-    score_before: float  # weighted max usage, percent points
+    score_before: float  # weighted max usage, percent points, as reported
     score_after: float
     model: str  # where the CPU costs came from: broker, cluster or snapshot
+    # The score the prediction starts from: the broker's recent samples at its current traffic (the report when it has
+    # none). score_after - score_start is the moves' effect alone; None in plans made before it was recorded.
+    score_start: float | None = None
+
+    @property
+    def score_predicted_from(self) -> float:
+        return self.score_start if self.score_start is not None else self.score_before
 
 
 class PairEvaluation(WireModel):

@@ -126,7 +126,7 @@ def forecast(
 ) -> list[BrokerForecast]:
     fits = resolved_models(load_data, usage_models)
     before = measured_loads(load_data)
-    after = starting_loads(load_data, fits)
+    start = after = starting_loads(load_data, fits)
     for move in moves:
         if move.bundle in load_data.bundle_data:
             after = after_move(after, move, bundle_traffic(load_data, move.bundle), fits)
@@ -141,6 +141,7 @@ def forecast(
             score_before=before[broker_id].score(weights),
             score_after=after[broker_id].score(weights),
             model=fits[broker_id]["cpu"].source,
+            score_start=start[broker_id].score(weights),
         )
         for broker_id in sorted(load_data.brokers)
     ]

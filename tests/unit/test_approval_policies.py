@@ -92,6 +92,20 @@ def test_a_plan_inside_every_rule_is_approved_with_each_rules_limit_and_value():
     assert checks["excludedNamespaces"] == (["billing/*"], [])
 
 
+def test_the_spread_improvement_counts_the_moves_not_the_smoothing_of_a_noisy_report():
+    # a's report is 9 points above its recent samples: the prediction starts from 71, not from 80.
+    document = plan(2)
+    brokers = [
+        {**forecast, "scoreStart": start}
+        for forecast, start in zip(document.to_json()["brokers"], (71.0, 20.0), strict=True)
+    ]
+    smoothed = PlanDocument.parse({**document.to_json(), "brokers": brokers}, "plan")
+    verdict = evaluate(ApprovalPolicy(name="p", min_spread_improvement=30), smoothed, NOW)
+    assert {check.rule: check.value for check in verdict.checks}["minSpreadImprovement"] == 31.0  # 51 -> 20, not 60
+    assert failed_rules(ApprovalPolicy(name="p", min_spread_improvement=35), smoothed) == ["minSpreadImprovement"]
+    assert failed_rules(ApprovalPolicy(name="p", min_spread_improvement=35), document) == []  # recorded before it
+
+
 @pytest.mark.parametrize(
     ("rules", "document", "failed"),
     [

@@ -13,7 +13,7 @@ from planner.plan.cluster_plan import ClusterLoad, plan_cluster
 from planner.plan.document import CalibrationRecord, PlanDocument
 from planner.plan.outcome import Disturbance, plan_outcome
 from planner.plan.request import ClusterInputs
-from planner.plan.usage_model import BROKER, ResourceFit, UsageModels
+from planner.plan.usage_model import BROKER, RecentLoad, ResourceFit, UsageModels
 from planner.store.models import ActionExecution, Plan
 from planner.store.plans import Measurement, commit_plan, record_measurement
 from planner.store.snapshots import list_snapshots
@@ -165,3 +165,15 @@ def test_plans_show_and_the_plan_page_name_the_model_and_the_calibration(store, 
     assert "learnt from 2 executed plans; skipped 1 traffic-changed" in line
     line = client.get(f"{URL_PREFIX}/plans/{plain.plan_id}").text.split('id="prediction-model">')[1].split("</p>")[0]
     assert "uncalibrated" in line
+    assert 'class="muted start"' not in page  # the predictions start from the reports: nothing more to say
+
+    # b's samples of the last 15 minutes averaged 56 points at 1,900 msg/s: at its 2,000 now it starts from 56.5.
+    recent = RecentLoad(usage=56.0, messages=1900.0, volume=0.0, samples=3)
+    fits = {**LIGHT.brokers["b:8080"], "cpu": replace(LIGHT.brokers["b:8080"]["cpu"], recent=recent)}
+    models = UsageModels(brokers={**LIGHT.brokers, "b:8080": fits})
+    load = ClusterLoad(uneven(), 1, {}, {})
+    smoothed = plan_cluster("east", load, ClusterInputs(), "UniformLoadShedder", now_millis=0, usage_models=models)
+    [start] = [forecast.score_start for forecast in smoothed.brokers if forecast.broker == "b:8080"]
+    assert start == 56.0 + 0.005 * 100
+    committed = commit_plan(store, smoothed, admin_url="http://east", run_key="r3", expected_version=2)
+    assert "from 56.5</span>" in client.get(f"{URL_PREFIX}/plans/{committed.plan_id}").text
