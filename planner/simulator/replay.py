@@ -286,7 +286,7 @@ def _bundles_and_stats(
     slot = np.minimum(np.searchsorted(snapshot_array, recorded), len(snapshot_array) - 1)
     kept = snapshot_array[slot] == recorded  # rows of snapshots outside the window are not replayed
     order = np.flatnonzero(kept)
-    ks, rows = slot[order], bundle_codes[order]
+    ks, rows, owners = slot[order], bundle_codes[order], broker_codes[order]
     rates = np.column_stack([table.column(name).to_numpy().astype(float) for name in _RATE_COLUMNS])[order]
     # A bundle read twice in one snapshot (reported by two brokers mid-move): its later row counts.
     flat = ks * len(names) + rows
@@ -296,7 +296,7 @@ def _bundles_and_stats(
     seen = np.zeros((len(snapshots), len(names)), dtype=bool)
     seen[ks, rows] = True
     owner = np.full((len(snapshots), len(names)), -1, dtype=np.int32)
-    owner[ks[last], rows[last]] = broker_codes[order][last]
+    owner[ks[last], rows[last]] = owners[last]
     # Each bundle's first record: the earliest snapshot, the first row of it.
     first_rows = np.lexsort((np.arange(len(order)), ks, rows))
     starts = first_rows[np.flatnonzero(np.diff(rows[first_rows], prepend=-1))]
@@ -305,8 +305,7 @@ def _bundles_and_stats(
     topics = np.ones(len(names), dtype=int)
     topic_counts = table.column("topics").to_numpy(zero_copy_only=False)
     topics[rows[starts]] = [max(int(count or 1), 1) for count in topic_counts[order][starts].tolist()]
-    first_brokers = broker_codes[order][starts]
-    first_owner = {int(row): broker_names[code] for row, code in zip(rows[starts], first_brokers, strict=True)}
+    first_owner = {int(row): broker_names[code] for row, code in zip(rows[starts], owners[starts], strict=True)}
     # A bundle unseen in a snapshot keeps its last traffic when its broker was not read then (a partial snapshot).
     code_of = {name: code for code, name in enumerate(broker_names)}
     last_owner = np.full(len(names), -1, dtype=np.int32)
